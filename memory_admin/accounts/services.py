@@ -1,0 +1,58 @@
+"""Creating tenants and principals: used by create_principal, seed_demo and the tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.db import transaction
+from django.utils.text import slugify
+
+from memory_admin.accounts.models import ApiToken, Principal, Role, Tenant
+
+
+def ensure_principal(
+    tenant_slug: str,
+    name: str,
+    roles: Iterable[str],
+    *,
+    password: str | None = None,
+    tenant_name: str | None = None,
+) -> Principal:
+    """The principal `name` of tenant `tenant_slug` with exactly these roles, created as needed.
+
+    A principal holding only the agent role is an agent (no password login); anyone else is a human.
+    Admins may use the Django admin (staff) for their own tenant.
+    """
+    roles = sorted(set(roles))
+    unknown = set(roles) - set(Role.values)
+    if not roles or unknown:
+        raise ValueError(f"roles must be among {', '.join(Role.values)}; got {roles}")
+    if slugify(tenant_slug) != tenant_slug:
+        raise ValueError(
+            f"tenant must be a slug (lowercase letters, digits, hyphens); got {tenant_slug!r}"
+        )
+    with transaction.atomic():
+        tenant, _ = Tenant.objects.get_or_create(
+            slug=tenant_slug, defaults={"name": tenant_name or tenant_slug}
+        )
+        principal = Principal.objects.filter(tenant=tenant, name=name).first()
+        if principal is None:
+            principal = Principal(
+                tenant=tenant, name=name, username=f"{name}@{tenant_slug}"
+            )
+        principal.roles = roles
+        principal.kind = (
+            Principal.Kind.AGENT if roles == [Role.AGENT] else Principal.Kind.HUMAN
+        )
+        principal.is_staff = Role.ADMIN in roles
+        if password:
+            principal.set_password(password)
+        elif principal.pk is None:
+            principal.set_unusable_password()
+        principal.save()
+    return principal
+
+
+def issue_token(principal: Principal, label: str = "") -> str:
+    _, raw = ApiToken.objects.issue(principal, label=label)
+    return raw

@@ -1,0 +1,336 @@
+"""Request parsing and response shapes of the API. Rules live in the domain modules, not here."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+from django.utils.dateparse import parse_duration
+from django.utils.duration import duration_iso_string
+from rest_framework import serializers
+
+from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord
+from memory_admin.memory.reads import FactView
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment is not None else None
+
+
+class AwareDateTimeField(serializers.DateTimeField):
+    """An ISO 8601 datetime that must carry its offset: a naive one is refused, never guessed."""
+
+    default_error_messages = {
+        "naive": "Give a timezone-aware ISO 8601 datetime (with an offset or Z)."
+    }
+
+    def to_internal_value(self, value: Any) -> datetime:
+        if isinstance(value, str):
+            try:
+                parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+            except ValueError:
+                self.fail("invalid", format="ISO 8601 with an offset")
+            if timezone.is_naive(parsed):
+                self.fail("naive")
+            return parsed
+        if isinstance(value, datetime) and timezone.is_naive(value):
+            self.fail("naive")
+        return super().to_internal_value(value)
+
+
+class ISODurationField(serializers.Field):
+    default_error_messages = {
+        "invalid": "Give an ISO 8601 duration such as P1D or PT6H."
+    }
+
+    def to_internal_value(self, data: Any) -> timedelta:
+        parsed = (
+            parse_duration(data)
+            if isinstance(data, str) and data.startswith(("P", "-P"))
+            else None
+        )
+        if parsed is None or parsed <= timedelta(0):
+            self.fail("invalid")
+        return parsed  # type: ignore[return-value]
+
+    def to_representation(self, value: timedelta) -> str:
+        return duration_iso_string(value)
+
+
+def record_payload(record: MemoryRecord) -> dict[str, Any]:
+    """The record format of PRODUCT.md, every field."""
+    return {
+        "memory_id": record.memory_id,
+        "project_id": record.project.key,
+        "subject_id": record.subject_id,
+        "predicate": record.predicate,
+        "value": record.value,
+        "status": record.status,
+        "valid_from": _iso(record.valid_from),
+        "valid_to": _iso(record.valid_to),
+        "recorded_from": _iso(record.recorded_from),
+        "recorded_to": _iso(record.recorded_to),
+        "last_verified_at": _iso(record.last_verified_at),
+        "recheck_after": _iso(record.recheck_after),
+        "retain_until": _iso(record.retain_until),
+        "revision": record.revision,
+        "source": {
+            "canonical_ref": record.source_canonical_ref,
+            "revision": record.source_revision,
+            "issuer_principal_id": record.issuer.name or record.issuer.username,
+        },
+        "supersedes": [older.memory_id for older in record.supersedes.all()],
+        "superseded_by": record.superseded_by.memory_id
+        if record.superseded_by_id
+        else None,  # type: ignore[union-attr]
+        "derived_from": record.derived_from,
+        "status_reason": record.status_reason,
+    }
+
+
+class SourceOutSerializer(serializers.Serializer):
+    canonical_ref = serializers.CharField()
+    revision = serializers.CharField()
+    issuer_principal_id = serializers.CharField()
+
+
+class RecordSerializer(serializers.Serializer):
+    """Response shape of one record (documented for the schema; rendered by record_payload)."""
+
+    memory_id = serializers.CharField()
+    project_id = serializers.CharField()
+    subject_id = serializers.CharField()
+    predicate = serializers.CharField()
+    value = serializers.JSONField()
+    status = serializers.ChoiceField(choices=MemoryRecord.Status.choices)
+    valid_from = serializers.DateTimeField()
+    valid_to = serializers.DateTimeField(allow_null=True)
+    recorded_from = serializers.DateTimeField()
+    recorded_to = serializers.DateTimeField(allow_null=True)
+    last_verified_at = serializers.DateTimeField(allow_null=True)
+    recheck_after = serializers.DateTimeField(allow_null=True)
+    retain_until = serializers.DateTimeField(allow_null=True)
+    revision = serializers.IntegerField()
+    source = SourceOutSerializer()
+    supersedes = serializers.ListField(child=serializers.CharField())
+    superseded_by = serializers.CharField(allow_null=True)
+    derived_from = serializers.JSONField()
+    status_reason = serializers.CharField()
+
+    def to_representation(self, instance: MemoryRecord) -> dict[str, Any]:
+        return record_payload(instance)
+
+
+class SourceInSerializer(serializers.Serializer):
+    canonical_ref = serializers.CharField(max_length=500)
+    revision = serializers.CharField(max_length=100)
+
+
+class DerivedFromSerializer(serializers.Serializer):
+    memory_id = serializers.CharField(max_length=64)
+    revision = serializers.IntegerField(min_value=1)
+
+
+class AssertFactSerializer(serializers.Serializer):
+    """Body of `POST /records/`. The issuer is the authenticated principal, never a body field."""
+
+    project_id = serializers.CharField(max_length=100)
+    subject_id = serializers.CharField(max_length=200)
+    predicate = serializers.CharField(max_length=200)
+    value = serializers.JSONField()
+    valid_from = AwareDateTimeField()
+    valid_to = AwareDateTimeField(required=False, allow_null=True)
+    source = SourceInSerializer()
+    expected_revision = serializers.IntegerField(
+        required=False, allow_null=True, min_value=0
+    )
+    derived_from = DerivedFromSerializer(many=True, required=False)
+
+
+class AssertResultSerializer(RecordSerializer):
+    outcome = serializers.ChoiceField(
+        choices=["created", "history", "unchanged", "disputed"]
+    )
+    dispute_id = serializers.CharField(required=False)
+
+
+class ReasonSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=2000, allow_blank=True)
+
+
+class ExpireSerializer(ReasonSerializer):
+    valid_to = AwareDateTimeField(required=False, allow_null=True)
+
+
+class RecordListQuerySerializer(serializers.Serializer):
+    project_id = serializers.CharField(required=False, max_length=100)
+    subject_id = serializers.CharField(required=False, max_length=200)
+    predicate = serializers.CharField(required=False, max_length=200)
+    status = serializers.ChoiceField(
+        required=False, choices=MemoryRecord.Status.choices
+    )
+    valid_at = AwareDateTimeField(required=False)
+    known_at = AwareDateTimeField(required=False)
+
+
+class FactQuerySerializer(serializers.Serializer):
+    project_id = serializers.CharField(max_length=100)
+    subject_id = serializers.CharField(max_length=200)
+    predicate = serializers.CharField(max_length=200)
+    purpose = serializers.ChoiceField(choices=["answer", "action"], default="answer")
+    valid_at = AwareDateTimeField(required=False)
+    known_at = AwareDateTimeField(required=False)
+
+
+def candidate_payload(record: MemoryRecord) -> dict[str, Any]:
+    return {
+        "memory_id": record.memory_id,
+        "value": record.value,
+        "revision": record.revision,
+        "valid_from": _iso(record.valid_from),
+        "recorded_from": _iso(record.recorded_from),
+        "source": {
+            "canonical_ref": record.source_canonical_ref,
+            "revision": record.source_revision,
+            "issuer_principal_id": record.issuer.name or record.issuer.username,
+        },
+    }
+
+
+def fact_payload(
+    view: FactView, project_id: str, subject_id: str, predicate: str
+) -> dict[str, Any]:
+    record = view.record
+    return {
+        "project_id": project_id,
+        "subject_id": subject_id,
+        "predicate": predicate,
+        "value": record.value if record else None,
+        "memory_id": record.memory_id if record else None,
+        "status": view.status,
+        "revision": record.revision if record else None,
+        "freshness": view.freshness,
+        "last_verified_at": _iso(view.last_verified_at),
+        "last_verified_value": view.last_verified_value,
+        "recheck_after": _iso(record.recheck_after) if record else None,
+        "valid_from": _iso(record.valid_from) if record else None,
+        "valid_to": _iso(record.valid_to) if record else None,
+        "source": (
+            {
+                "canonical_ref": record.source_canonical_ref,
+                "revision": record.source_revision,
+                "issuer_principal_id": record.issuer.name or record.issuer.username,
+            }
+            if record
+            else None
+        ),
+        "caveat": view.caveat,
+        "action_allowed": view.action_allowed,
+        "candidates": [candidate_payload(c) for c in view.candidates],
+        "dispute_id": view.dispute.public_id if view.dispute else None,
+    }
+
+
+class FactSerializer(serializers.Serializer):
+    """Response of `GET /facts/current/` (documented for the schema; rendered by fact_payload)."""
+
+    project_id = serializers.CharField()
+    subject_id = serializers.CharField()
+    predicate = serializers.CharField()
+    value = serializers.JSONField(allow_null=True)
+    memory_id = serializers.CharField(allow_null=True)
+    status = serializers.CharField()
+    revision = serializers.IntegerField(allow_null=True)
+    freshness = serializers.ChoiceField(
+        choices=["fresh", "recheck_due", "never_verified"], allow_null=True
+    )
+    last_verified_at = serializers.DateTimeField(allow_null=True)
+    last_verified_value = serializers.JSONField(allow_null=True)
+    recheck_after = serializers.DateTimeField(allow_null=True)
+    source = SourceOutSerializer(allow_null=True)
+    caveat = serializers.CharField(allow_null=True)
+    action_allowed = serializers.BooleanField()
+    candidates = serializers.ListField(child=serializers.DictField())
+    dispute_id = serializers.CharField(allow_null=True)
+
+
+def dispute_payload(dispute: Dispute) -> dict[str, Any]:
+    return {
+        "id": dispute.public_id,
+        "project_id": dispute.project.key,
+        "subject_id": dispute.subject_id,
+        "predicate": dispute.predicate,
+        "status": dispute.status,
+        "opened_at": _iso(dispute.opened_at),
+        "resolved_at": _iso(dispute.resolved_at),
+        "resolved_by": (dispute.resolved_by.name or dispute.resolved_by.username)
+        if dispute.resolved_by
+        else None,
+        "winner": dispute.winner.memory_id if dispute.winner else None,
+        "reason": dispute.resolution_reason,
+        "candidates": [candidate_payload(c) for c in dispute.candidates.all()],
+    }
+
+
+class DisputeSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    project_id = serializers.CharField()
+    subject_id = serializers.CharField()
+    predicate = serializers.CharField()
+    status = serializers.ChoiceField(choices=Dispute.Status.choices)
+    opened_at = serializers.DateTimeField()
+    resolved_at = serializers.DateTimeField(allow_null=True)
+    resolved_by = serializers.CharField(allow_null=True)
+    winner = serializers.CharField(allow_null=True)
+    reason = serializers.CharField()
+    candidates = serializers.ListField(child=serializers.DictField())
+
+    def to_representation(self, instance: Dispute) -> dict[str, Any]:
+        return dispute_payload(instance)
+
+
+class ResolveDisputeSerializer(serializers.Serializer):
+    winner = serializers.CharField(
+        required=False, allow_null=True, allow_blank=True, max_length=64
+    )
+    exclude_all = serializers.BooleanField(default=False)
+    reason = serializers.CharField(max_length=2000, allow_blank=True)
+
+
+class FieldPolicySerializer(serializers.ModelSerializer):
+    """Field policies as the API shows them: `project_id` null means every project of the tenant."""
+
+    id = serializers.IntegerField(read_only=True)
+    project_id = serializers.CharField(
+        source="project.key", allow_null=True, required=False, max_length=100
+    )
+    authorized_issuers = serializers.ListField(
+        child=serializers.CharField(max_length=150), required=False, max_length=200
+    )
+    canonical_source = serializers.JSONField(required=False, allow_null=True)
+    recheck_interval = ISODurationField(required=False, allow_null=True)
+
+    class Meta:
+        model = FieldPolicy
+        fields = [
+            "id",
+            "project_id",
+            "predicate",
+            "authorized_issuers",
+            "canonical_ref_prefix",
+            "canonical_source",
+            "recheck_interval",
+            "recheck_before_action",
+            "on_failure",
+            "risk",
+            "retention_days",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = ["created_at", "updated_at"]
+
+    def to_representation(self, instance: FieldPolicy) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        data["project_id"] = instance.project.key if instance.project_id else None  # type: ignore[union-attr]
+        return data

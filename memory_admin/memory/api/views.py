@@ -1,0 +1,259 @@
+"""API views: parse the request, call one domain function, render. No rules are decided here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from memory_admin.accounts.models import Principal
+from memory_admin.accounts.permissions import IsAdminRole
+from memory_admin.memory import actions, policies, reads
+from memory_admin.memory.actions import Assertion, Outcome
+from memory_admin.memory.api import serializers as s
+from memory_admin.memory.api.pagination import OldestFirstCursorPagination
+from memory_admin.memory.errors import NotFound
+from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord
+
+_OUTCOME_STATUS = {
+    Outcome.CREATED: status.HTTP_201_CREATED,
+    Outcome.HISTORY: status.HTTP_200_OK,
+    Outcome.UNCHANGED: status.HTTP_200_OK,
+    Outcome.DISPUTED: status.HTTP_202_ACCEPTED,
+}
+
+
+def _principal(request: Request) -> Principal:
+    return request.user  # type: ignore[return-value]
+
+
+def _query(
+    serializer_class: type[s.serializers.Serializer], request: Request
+) -> dict[str, Any]:
+    serializer = serializer_class(data=request.query_params)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+class RecordViewSet(viewsets.GenericViewSet):
+    serializer_class = s.RecordSerializer
+    lookup_field = "memory_id"
+    lookup_value_regex = r"[A-Za-z0-9_.:\-]+"
+
+    def get_queryset(self) -> QuerySet[MemoryRecord]:
+        return MemoryRecord.objects.for_tenant(
+            _principal(self.request).tenant_id
+        ).with_public_relations()  # type: ignore[arg-type]
+
+    def _record(self, memory_id: str) -> MemoryRecord:
+        record = self.get_queryset().filter(memory_id=memory_id).first()
+        if record is None:
+            raise NotFound(f"No record {memory_id!r}.")
+        return record
+
+    @extend_schema(parameters=[s.RecordListQuerySerializer])
+    def list(self, request: Request) -> Response:
+        query = _query(s.RecordListQuerySerializer, request)
+        records = self.get_queryset()
+        if "project_id" in query:
+            records = records.filter(project__key=query["project_id"])
+        for name in ("subject_id", "predicate", "status"):
+            if name in query:
+                records = records.filter(**{name: query[name]})
+        if "valid_at" in query or "known_at" in query:
+            from django.utils import timezone
+
+            now = timezone.now()
+            records = records.as_of(
+                query.get("valid_at", now), query.get("known_at", now)
+            )
+        page = self.paginate_queryset(records)
+        return self.get_paginated_response([s.record_payload(r) for r in page or []])
+
+    @extend_schema(
+        request=s.AssertFactSerializer, responses={201: s.AssertResultSerializer}
+    )
+    def create(self, request: Request) -> Response:
+        body = s.AssertFactSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        result = actions.assert_fact(
+            _principal(request),
+            Assertion(
+                project_id=data["project_id"],
+                subject_id=data["subject_id"],
+                predicate=data["predicate"],
+                value=data["value"],
+                valid_from=data["valid_from"],
+                valid_to=data.get("valid_to"),
+                source_canonical_ref=data["source"]["canonical_ref"],
+                source_revision=data["source"]["revision"],
+                expected_revision=data.get("expected_revision"),
+                derived_from=[dict(d) for d in data.get("derived_from", [])],
+            ),
+        )
+        payload = s.record_payload(self._record(result.record.memory_id))
+        payload["outcome"] = result.outcome.value
+        if result.dispute is not None:
+            payload["dispute_id"] = result.dispute.public_id
+        return Response(payload, status=_OUTCOME_STATUS[result.outcome])
+
+    def retrieve(self, request: Request, memory_id: str) -> Response:
+        return Response(s.record_payload(self._record(memory_id)))
+
+    @action(detail=True, methods=["get"])
+    def history(self, request: Request, memory_id: str) -> Response:
+        record = self._record(memory_id)
+        chain = reads.history(
+            _principal(request), record.project.key, record.subject_id, record.predicate
+        )
+        return Response(
+            {"memory_id": memory_id, "results": [s.record_payload(r) for r in chain]}
+        )
+
+    @extend_schema(request=s.ReasonSerializer, responses=s.RecordSerializer)
+    @action(detail=True, methods=["post"])
+    def exclude(self, request: Request, memory_id: str) -> Response:
+        body = s.ReasonSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        actions.exclude_record(
+            _principal(request), memory_id, body.validated_data["reason"]
+        )
+        return Response(s.record_payload(self._record(memory_id)))
+
+    @extend_schema(request=s.ExpireSerializer, responses=s.RecordSerializer)
+    @action(detail=True, methods=["post"])
+    def expire(self, request: Request, memory_id: str) -> Response:
+        body = s.ExpireSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        actions.expire_record(
+            _principal(request),
+            memory_id,
+            body.validated_data["reason"],
+            valid_to=body.validated_data.get("valid_to"),
+        )
+        return Response(s.record_payload(self._record(memory_id)))
+
+
+class CurrentFactViewSet(viewsets.ViewSet):
+    @extend_schema(parameters=[s.FactQuerySerializer], responses=s.FactSerializer)
+    def list(self, request: Request) -> Response:
+        query = _query(s.FactQuerySerializer, request)
+        view = reads.fact_view(
+            _principal(request),
+            query["project_id"],
+            query["subject_id"],
+            query["predicate"],
+            purpose=query["purpose"],
+            valid_at=query.get("valid_at"),
+            known_at=query.get("known_at"),
+        )
+        return Response(
+            s.fact_payload(
+                view, query["project_id"], query["subject_id"], query["predicate"]
+            )
+        )
+
+
+class DisputeViewSet(viewsets.GenericViewSet):
+    serializer_class = s.DisputeSerializer
+    pagination_class = OldestFirstCursorPagination
+    lookup_field = "public_id"
+    lookup_url_kwarg = "dispute_id"
+
+    def get_queryset(self) -> QuerySet[Dispute]:
+        return (
+            Dispute.objects.filter(tenant_id=_principal(self.request).tenant_id)
+            .select_related("project", "resolved_by", "winner")
+            .prefetch_related("candidates__issuer")
+        )
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "status",
+                str,
+                enum=["open", "resolved", "all"],
+                description="default open",
+            )
+        ]
+    )
+    def list(self, request: Request) -> Response:
+        wanted = request.query_params.get("status", "open")
+        disputes = self.get_queryset()
+        if wanted != "all":
+            if wanted not in Dispute.Status.values:
+                return Response(
+                    {
+                        "code": "invalid",
+                        "detail": "status must be open, resolved or all.",
+                    },
+                    status=status.HTTP_400_BAD_REQUEST,
+                )
+            disputes = disputes.filter(status=wanted)
+        page = self.paginate_queryset(disputes)
+        return self.get_paginated_response([s.dispute_payload(d) for d in page or []])
+
+    def retrieve(self, request: Request, dispute_id: str) -> Response:
+        dispute = self.get_queryset().filter(public_id=dispute_id).first()
+        if dispute is None:
+            raise NotFound(f"No dispute {dispute_id!r}.")
+        return Response(s.dispute_payload(dispute))
+
+    @extend_schema(request=s.ResolveDisputeSerializer, responses=s.DisputeSerializer)
+    @action(detail=True, methods=["post"])
+    def resolve(self, request: Request, dispute_id: str) -> Response:
+        body = s.ResolveDisputeSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        actions.resolve_dispute(
+            _principal(request),
+            dispute_id,
+            winner=body.validated_data.get("winner") or None,
+            exclude_all=body.validated_data["exclude_all"],
+            reason=body.validated_data["reason"],
+        )
+        return self.retrieve(request, dispute_id)
+
+
+class FieldPolicyViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.UpdateModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
+    serializer_class = s.FieldPolicySerializer
+    permission_classes = [IsAdminRole]
+    pagination_class = OldestFirstCursorPagination
+
+    def get_queryset(self) -> QuerySet[FieldPolicy]:
+        return FieldPolicy.objects.filter(
+            tenant_id=_principal(self.request).tenant_id
+        ).select_related("project")
+
+    def _data(self, serializer: s.FieldPolicySerializer) -> dict[str, Any]:
+        data = dict(serializer.validated_data)
+        if "project" in data:
+            data["project_id"] = (data.pop("project") or {}).get("key")
+        return data
+
+    def perform_create(self, serializer: s.FieldPolicySerializer) -> None:  # type: ignore[override]
+        serializer.instance = policies.save_field_policy(
+            _principal(self.request), self._data(serializer)
+        )
+
+    def perform_update(self, serializer: s.FieldPolicySerializer) -> None:  # type: ignore[override]
+        serializer.instance = policies.save_field_policy(
+            _principal(self.request),
+            self._data(serializer),
+            instance=serializer.instance,
+        )
+
+    def perform_destroy(self, instance: FieldPolicy) -> None:
+        policies.delete_field_policy(_principal(self.request), instance)

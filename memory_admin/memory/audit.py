@@ -1,0 +1,65 @@
+"""The audit trail: one immutable event per domain change, in the change's own transaction."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from django.core.serializers.json import DjangoJSONEncoder
+
+from memory_admin.accounts.models import Principal, Tenant
+from memory_admin.memory.models import AuditEvent, MemoryRecord
+
+_SNAPSHOT_FIELDS = (
+    "status",
+    "value",
+    "revision",
+    "valid_from",
+    "valid_to",
+    "recorded_from",
+    "recorded_to",
+    "last_verified_at",
+    "recheck_after",
+    "source_canonical_ref",
+    "source_revision",
+    "status_reason",
+)
+
+
+def snapshot(record: MemoryRecord) -> dict[str, Any]:
+    data = {name: getattr(record, name) for name in _SNAPSHOT_FIELDS}
+    data["superseded_by"] = (
+        record.superseded_by.memory_id if record.superseded_by_id else None
+    )  # type: ignore[union-attr]
+    return json.loads(json.dumps(data, cls=DjangoJSONEncoder))
+
+
+def record_event(
+    *,
+    tenant: Tenant | int,
+    actor: Principal | None,
+    action: str,
+    object_type: str,
+    object_id: str,
+    before: dict[str, Any] | None = None,
+    after: dict[str, Any] | None = None,
+    reason: str = "",
+    at: datetime | None = None,
+) -> AuditEvent:
+    kwargs: dict[str, Any] = {}
+    if at is not None:
+        kwargs["at"] = at
+    tenant_kw = {"tenant_id": tenant} if isinstance(tenant, int) else {"tenant": tenant}
+    return AuditEvent.objects.create(
+        **tenant_kw,
+        actor=actor,
+        actor_name=actor.name or actor.username if actor else "system",
+        action=action,
+        object_type=object_type,
+        object_id=object_id,
+        before=before,
+        after=after,
+        reason=reason,
+        **kwargs,
+    )

@@ -1,0 +1,247 @@
+"""The article's story as demo data, built through the same domain functions as every other write."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from memory_admin.accounts.models import ApiToken, Principal, Role
+from memory_admin.accounts.services import ensure_principal, issue_token
+from memory_admin.memory import actions
+from memory_admin.memory.actions import Assertion
+from memory_admin.memory.models import FieldPolicy, MemoryRecord, Project
+from memory_admin.memory.policies import save_field_policy
+
+TENANT = "demo"
+PASSWORD = "demo"
+JST = timezone.get_fixed_timezone(9 * 60)
+
+
+def at(
+    month: int, day: int, hour: int = 9, minute: int = 0, second: int = 0
+) -> datetime:
+    return datetime(2026, month, day, hour, minute, second, tzinfo=JST)
+
+
+def _principals() -> dict[str, Principal]:
+    people = {
+        "owner": [Role.OWNER],
+        "compliance": [Role.COMPLIANCE],
+        "admin": [Role.ADMIN, Role.OWNER],
+    }
+    agents = {
+        "agent": [Role.AGENT],
+        "task-system": [Role.AGENT],
+        "price-feed-a": [Role.AGENT],
+        "price-feed-b": [Role.AGENT],
+    }
+    found = {
+        name: ensure_principal(TENANT, name, roles, password=PASSWORD)
+        for name, roles in people.items()
+    }
+    found |= {
+        name: ensure_principal(TENANT, name, roles) for name, roles in agents.items()
+    }
+    return found
+
+
+def _policies(admin: Principal) -> None:
+    wanted: list[dict[str, Any]] = [
+        {
+            "project_id": None,
+            "predicate": "submission_deadline",
+            "authorized_issuers": ["owner", "task-system"],
+            "canonical_ref_prefix": "task-system:",
+            "canonical_source": {"connector": "manual"},
+            "recheck_interval": timedelta(days=1),
+            "recheck_before_action": True,
+            "on_failure": FieldPolicy.OnFailure.BLOCK_ACTION,
+            "risk": FieldPolicy.Risk.HIGH,
+        },
+        {
+            "project_id": None,
+            "predicate": "send_permission",
+            "authorized_issuers": ["admin"],
+            "canonical_ref_prefix": "iam:",
+            "recheck_interval": timedelta(hours=6),
+            "recheck_before_action": True,
+            "on_failure": FieldPolicy.OnFailure.BLOCK_ACTION,
+            "risk": FieldPolicy.Risk.HIGH,
+        },
+        {
+            "project_id": None,
+            "predicate": "unit_price",
+            "recheck_interval": timedelta(days=7),
+            "on_failure": FieldPolicy.OnFailure.ANSWER_WITH_CAVEAT,
+            "retention_days": 365,
+        },
+    ]
+    for data in wanted:
+        existing = FieldPolicy.objects.filter(
+            tenant_id=admin.tenant_id, project__isnull=True, predicate=data["predicate"]
+        ).first()
+        if existing is None:
+            save_field_policy(admin, dict(data))
+
+
+def _story(p: dict[str, Principal]) -> None:
+    """Each case of PRODUCT.md's conformance design that lives in stored facts."""
+    assert_ = actions.assert_fact
+    # (1) The proposal deadline: Oct 30 17:00 told on Oct 20 (r17), moved to Nov 2 on Oct 22 (r18).
+    ref = "task-system:project-a/task-proposal-017"
+    deadline = {
+        "project_id": "project-a",
+        "subject_id": "task-proposal-017",
+        "predicate": "submission_deadline",
+    }
+    assert_(
+        p["task-system"],
+        Assertion(**deadline, value="2026-10-30T17:00:00+09:00", valid_from=at(10, 20), source_canonical_ref=ref,
+                  source_revision="r17"),
+        now=at(10, 20, 9, 0, 5), verified_at=at(10, 20, 9, 5), memory_id="mem-deadline-001",
+    )  # fmt: skip
+    assert_(
+        p["task-system"],
+        Assertion(**deadline, value="2026-11-02T17:00:00+09:00", valid_from=at(10, 22), source_canonical_ref=ref,
+                  source_revision="r18", expected_revision=1),
+        now=at(10, 22, 9, 0, 5), verified_at=at(10, 22, 9, 5), memory_id="mem-deadline-002",
+    )  # fmt: skip
+    # (2) An older document imported after the newer one: kept as history, never current.
+    assert_(
+        p["task-system"],
+        Assertion(**deadline, value="2026-10-28T17:00:00+09:00", valid_from=at(10, 18), source_canonical_ref=ref,
+                  source_revision="r16"),
+        now=at(10, 23, 11), memory_id="mem-deadline-late-import",
+    )  # fmt: skip
+    # (4) Two facts about Sato that must not be merged: the meeting room and the meeting time.
+    sato = {"project_id": "project-a", "subject_id": "person-sato"}
+    assert_(
+        p["agent"],
+        Assertion(**sato, predicate="meeting_room", value="Room 4B", valid_from=at(10, 21),
+                  source_canonical_ref="chat:session-88/msg-12", source_revision="1"),
+        now=at(10, 21, 15), memory_id="mem-sato-room",
+    )  # fmt: skip
+    assert_(
+        p["agent"],
+        Assertion(**sato, predicate="meeting_time", value="2026-10-28T14:00:00+09:00", valid_from=at(10, 21),
+                  source_canonical_ref="chat:session-88/msg-14", source_revision="1"),
+        now=at(10, 21, 15, 2), memory_id="mem-sato-time",
+    )  # fmt: skip
+    # (5) A send permission granted, then revoked.
+    send = {
+        "project_id": "project-a",
+        "subject_id": "agent-mailer",
+        "predicate": "send_permission",
+    }
+    assert_(
+        p["admin"],
+        Assertion(**send, value="allowed", valid_from=at(10, 15), source_canonical_ref="iam:agent-mailer",
+                  source_revision="7"),
+        now=at(10, 15, 10), verified_at=at(10, 15, 10), memory_id="mem-send-granted",
+    )  # fmt: skip
+    assert_(
+        p["admin"],
+        Assertion(**send, value="revoked", valid_from=at(10, 25), source_canonical_ref="iam:agent-mailer",
+                  source_revision="8", expected_revision=1),
+        now=at(10, 25, 10), verified_at=at(10, 25, 10), memory_id="mem-send-revoked",
+    )  # fmt: skip
+    # A price reported differently by two equal-rank sources: a dispute for an owner to resolve.
+    price = {
+        "project_id": "project-a",
+        "subject_id": "product-x",
+        "predicate": "unit_price",
+    }
+    assert_(
+        p["price-feed-a"],
+        Assertion(**price, value={"amount": 1200, "currency": "JPY"}, valid_from=at(10, 26),
+                  source_canonical_ref="vendor-site:product-x", source_revision="2026-10-26"),
+        now=at(10, 26, 8), memory_id="mem-price-vendor",
+    )  # fmt: skip
+    assert_(
+        p["price-feed-b"],
+        Assertion(**price, value={"amount": 1350, "currency": "JPY"}, valid_from=at(10, 26),
+                  source_canonical_ref="partner-catalog:product-x", source_revision="v41"),
+        now=at(10, 26, 8, 30), memory_id="mem-price-partner",
+    )  # fmt: skip
+    # (3) A rule effective tomorrow: today's answer stays the old limit until then.
+    limit = {
+        "project_id": "project-a",
+        "subject_id": "expense-policy",
+        "predicate": "approval_limit",
+    }
+    now = timezone.now()
+    assert_(
+        p["owner"],
+        Assertion(**limit, value=50000, valid_from=at(4, 1), source_canonical_ref="handbook:expenses",
+                  source_revision="2026.1"),
+        now=at(4, 1, 9), memory_id="mem-limit-current",
+    )  # fmt: skip
+    assert_(
+        p["owner"],
+        Assertion(**limit, value=100000, valid_from=now + timedelta(days=1), source_canonical_ref="handbook:expenses",
+                  source_revision="2026.2", expected_revision=1),
+        now=now, memory_id="mem-limit-tomorrow",
+    )  # fmt: skip
+
+
+SYNTHETIC_PREDICATES = [
+    "status",
+    "owner",
+    "due_date",
+    "budget",
+    "priority",
+    "contact_email",
+    "location",
+]
+
+
+def _synthetic(agent: Principal, subjects: int, rng: random.Random) -> int:
+    """Volume for the pages: `subjects` subjects over three projects, some facts with two versions."""
+    made = 0
+    base = timezone.now() - timedelta(days=60)
+    for i in range(subjects):
+        project = f"project-{'bcd'[i % 3]}"
+        subject = f"item-{i:05d}"
+        for predicate in rng.sample(SYNTHETIC_PREDICATES, 2):
+            when = base + timedelta(minutes=rng.randrange(60 * 24 * 50))
+            a = Assertion(
+                project_id=project, subject_id=subject, predicate=predicate, value=f"{predicate}-{rng.randrange(1000)}",
+                valid_from=when, source_canonical_ref=f"crm:{subject}", source_revision="1",
+            )  # fmt: skip
+            first = actions.assert_fact(
+                agent, a, now=when, verified_at=when if rng.random() < 0.6 else None
+            )
+            made += 1
+            if rng.random() < 0.3:
+                later = when + timedelta(days=rng.randrange(1, 9))
+                b = Assertion(
+                    project_id=project, subject_id=subject, predicate=predicate, value=f"{predicate}-{rng.randrange(1000)}",
+                    valid_from=later, source_canonical_ref=f"crm:{subject}", source_revision="2",
+                    expected_revision=first.record.revision,
+                )  # fmt: skip
+                actions.assert_fact(agent, b, now=later, verified_at=later)
+                made += 1
+    return made
+
+
+def seed_demo(*, subjects: int = 1500, seed: int = 7) -> dict[str, Any]:
+    """Build the demo tenant; running it again changes nothing but the agent's fresh token."""
+    with transaction.atomic():
+        principals = _principals()
+        _policies(principals["admin"])
+        if not MemoryRecord.objects.filter(memory_id="mem-deadline-001").exists():
+            _story(principals)
+        made = 0
+        if not Project.objects.filter(
+            tenant_id=principals["agent"].tenant_id, key="project-b"
+        ).exists():
+            made = _synthetic(principals["agent"], subjects, random.Random(seed))
+        ApiToken.objects.filter(
+            principal=principals["agent"], label="demo", revoked_at__isnull=True
+        ).update(revoked_at=timezone.now())
+        token = issue_token(principals["agent"], label="demo")
+    return {"synthetic_records": made, "agent_token": token}

@@ -1,0 +1,386 @@
+"""The bitemporal record store: projects, memory records, disputes, field policies and the audit log.
+
+Time axes (PRODUCT.md rule 5):
+- valid time `valid_from`/`valid_to`: when the fact holds in the world;
+- record time `recorded_from`/`recorded_to`: when the system believed the record to be current.
+When a later record cuts a record's validity short, `valid_to` gets the cut and
+`valid_to_recorded_at` says when the cut was recorded; `asserted_valid_to` keeps the validity as first
+asserted, so "what did we believe on Oct 21" still sees the open-ended value of that day.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from memory_admin.accounts.models import Tenant
+
+
+def new_public_id(prefix: str) -> str:
+    return f"{prefix}-{secrets.token_hex(8)}"
+
+
+class Project(models.Model):
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.PROTECT, related_name="projects"
+    )
+    key = models.CharField(max_length=100)  # the public `project_id`
+    name = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            # Every API call resolves `project_id` through (tenant, key).
+            models.UniqueConstraint(
+                fields=["tenant", "key"], name="project_unique_key_per_tenant"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class RecordQuerySet(models.QuerySet["MemoryRecord"]):
+    def for_tenant(self, tenant: Tenant | int) -> RecordQuerySet:
+        return self.filter(tenant=tenant)
+
+    def for_fact(
+        self, project: Project, subject_id: str, predicate: str
+    ) -> RecordQuerySet:
+        return self.filter(
+            tenant_id=project.tenant_id,
+            project=project,
+            subject_id=subject_id,
+            predicate=predicate,
+        )
+
+    def current(self, now: datetime | None = None) -> RecordQuerySet:
+        """Accepted records whose validity covers `now`: the answers an agent may be given today."""
+        now = now or timezone.now()
+        return self.filter(
+            status=MemoryRecord.Status.ACCEPTED, valid_from__lte=now
+        ).filter(Q(valid_to__isnull=True) | Q(valid_to__gt=now))
+
+    def as_of(self, valid_at: datetime, known_at: datetime) -> RecordQuerySet:
+        """Records that answered for valid instant `valid_at` in the beliefs held at `known_at`.
+
+        A record counts when it had been recorded by `known_at`, was once the current belief (late
+        imports and losing dispute candidates never were), and its validity as known at `known_at`
+        covers `valid_at`: the cut `valid_to` if the cut had been recorded by then, else the validity
+        as first asserted.
+        """
+        cut_known = Q(valid_to_recorded_at__isnull=True) | Q(
+            valid_to_recorded_at__lte=known_at
+        )
+        within_cut = Q(valid_to__isnull=True) | Q(valid_to__gt=valid_at)
+        within_asserted = Q(asserted_valid_to__isnull=True) | Q(
+            asserted_valid_to__gt=valid_at
+        )
+        return self.filter(
+            entered_current=True,
+            status__in=MemoryRecord.ANSWERING_STATUSES,
+            recorded_from__lte=known_at,
+            valid_from__lte=valid_at,
+        ).filter(
+            (cut_known & within_cut)
+            | (Q(valid_to_recorded_at__gt=known_at) & within_asserted)
+        )
+
+    def due_for_recheck(self, now: datetime) -> RecordQuerySet:
+        return self.filter(status=MemoryRecord.Status.ACCEPTED, recheck_after__lte=now)
+
+    def with_public_relations(self) -> RecordQuerySet:
+        """Everything the record format renders, in a constant number of queries."""
+        return self.select_related(
+            "project", "issuer", "superseded_by"
+        ).prefetch_related(
+            models.Prefetch(
+                "supersedes",
+                queryset=MemoryRecord.objects.only(
+                    "id", "memory_id", "superseded_by_id"
+                ),
+            )
+        )
+
+
+class MemoryRecord(models.Model):
+    class Status(models.TextChoices):
+        ACCEPTED = "accepted", "Accepted"
+        SUPERSEDED = "superseded", "Superseded"
+        DISPUTED = "disputed", "Disputed"
+        EXCLUDED = "excluded", "Excluded"
+        EXPIRED = "expired", "Expired"
+
+    # Statuses whose record can answer an as-of question (excluded and disputed never do).
+    ANSWERING_STATUSES = (Status.ACCEPTED, Status.SUPERSEDED, Status.EXPIRED)
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    project = models.ForeignKey(
+        Project, on_delete=models.PROTECT, related_name="records"
+    )
+    memory_id = models.CharField(max_length=64, unique=True, default="")
+    subject_id = models.CharField(max_length=200)
+    predicate = models.CharField(max_length=200)
+    value = models.JSONField()
+    status = models.CharField(max_length=12, choices=Status.choices)
+    status_reason = models.TextField(blank=True)
+
+    valid_from = models.DateTimeField()
+    valid_to = models.DateTimeField(null=True, blank=True)
+    asserted_valid_to = models.DateTimeField(null=True, blank=True)
+    valid_to_recorded_at = models.DateTimeField(null=True, blank=True)
+    recorded_from = models.DateTimeField()
+    recorded_to = models.DateTimeField(null=True, blank=True)
+
+    last_verified_at = models.DateTimeField(null=True, blank=True)
+    recheck_after = models.DateTimeField(null=True, blank=True)
+    retain_until = models.DateTimeField(null=True, blank=True)
+
+    revision = models.PositiveIntegerField()
+    source_canonical_ref = models.CharField(max_length=500)
+    source_revision = models.CharField(max_length=100)
+    issuer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+
+    # True once the record has been the current belief; late imports and losing candidates never are.
+    entered_current = models.BooleanField(default=False)
+    # The version the next compare-and-swap is checked against (one per fact key).
+    is_head = models.BooleanField(default=False)
+    superseded_by = models.ForeignKey(
+        "self",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="supersedes",
+    )
+    derived_from = models.JSONField(default=list, blank=True)
+
+    objects = RecordQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            # Revisions count versions of one fact key; `history()` and next-revision use it.
+            models.UniqueConstraint(
+                fields=["tenant", "project", "subject_id", "predicate", "revision"],
+                name="record_unique_fact_revision",
+            ),
+            # The compare-and-swap target: at most one head per fact key (assert_fact's lookup).
+            models.UniqueConstraint(
+                fields=["tenant", "project", "subject_id", "predicate"],
+                condition=Q(is_head=True),
+                name="record_one_head_per_fact",
+            ),
+            models.CheckConstraint(
+                condition=Q(valid_to__isnull=True)
+                | Q(valid_to__gte=models.F("valid_from")),
+                name="record_valid_range_ordered",
+            ),
+            # On PostgreSQL, migration 0002 adds `record_one_belief_per_valid_instant`, an exclusion
+            # constraint over accepted rows' valid ranges.
+        ]
+        indexes = [
+            # Records list, newest first, per tenant (cursor pagination on id).
+            models.Index(fields=["tenant", "-id"], name="record_tenant_newest"),
+            # Records list filtered by status (dashboard and API `status=`).
+            models.Index(
+                fields=["tenant", "status", "-id"], name="record_tenant_status_newest"
+            ),
+            # Records list filtered by subject or predicate across projects.
+            models.Index(
+                fields=["tenant", "subject_id", "-id"],
+                name="record_tenant_subject_newest",
+            ),
+            models.Index(
+                fields=["tenant", "predicate", "-id"],
+                name="record_tenant_predicate_newest",
+            ),
+            # The recheck sweep: accepted rows past recheck_after.
+            models.Index(
+                fields=["recheck_after"],
+                condition=Q(status="accepted"),
+                name="record_due_for_recheck",
+            ),
+        ]
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self.memory_id:
+            self.memory_id = new_public_id("mem")
+        super().save(*args, **kwargs)
+
+    def __str__(self) -> str:
+        return f"{self.memory_id} {self.subject_id}.{self.predicate} r{self.revision}"
+
+    @property
+    def fact_label(self) -> str:
+        return f"{self.subject_id} · {self.predicate}"
+
+
+class Dispute(models.Model):
+    """Equal-rank sources that disagree and cannot be ordered: both kept until a person decides."""
+
+    class Status(models.TextChoices):
+        OPEN = "open", "Open"
+        RESOLVED = "resolved", "Resolved"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    project = models.ForeignKey(
+        Project, on_delete=models.PROTECT, related_name="disputes"
+    )
+    public_id = models.CharField(max_length=64, unique=True, default="")
+    subject_id = models.CharField(max_length=200)
+    predicate = models.CharField(max_length=200)
+    status = models.CharField(
+        max_length=10, choices=Status.choices, default=Status.OPEN
+    )
+    candidates = models.ManyToManyField(MemoryRecord, related_name="disputes")
+    opened_at = models.DateTimeField(default=timezone.now)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    winner = models.ForeignKey(
+        MemoryRecord, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    resolution_reason = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            # assert_fact looks up the open dispute of a fact key; there is at most one.
+            models.UniqueConstraint(
+                fields=["tenant", "project", "subject_id", "predicate"],
+                condition=Q(status="open"),
+                name="dispute_one_open_per_fact",
+            ),
+        ]
+        indexes = [
+            # The disputes queue: open disputes of a tenant, oldest first.
+            models.Index(
+                fields=["tenant", "status", "id"], name="dispute_tenant_queue"
+            ),
+        ]
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self.public_id:
+            self.public_id = new_public_id("dsp")
+        super().save(*args, **kwargs)
+
+    def __str__(self) -> str:
+        return f"{self.public_id} {self.subject_id}.{self.predicate} ({self.status})"
+
+
+class FieldPolicy(models.Model):
+    """Per field (predicate, optionally per project): who may update it and how it stays fresh."""
+
+    class OnFailure(models.TextChoices):
+        ANSWER_WITH_CAVEAT = "answer_with_caveat", "Answer with a caveat"
+        BLOCK_ACTION = "block_action", "Block actions"
+
+    class Risk(models.TextChoices):
+        LOW = "low", "Low"
+        HIGH = "high", "High"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    project = models.ForeignKey(
+        Project,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="policies",
+    )
+    predicate = models.CharField(max_length=200)
+    authorized_issuers = models.JSONField(default=list, blank=True)
+    canonical_ref_prefix = models.CharField(max_length=500, blank=True)
+    canonical_source = models.JSONField(null=True, blank=True)
+    recheck_interval = models.DurationField(null=True, blank=True)
+    recheck_before_action = models.BooleanField(default=False)
+    on_failure = models.CharField(
+        max_length=20, choices=OnFailure.choices, default=OnFailure.ANSWER_WITH_CAVEAT
+    )
+    risk = models.CharField(max_length=4, choices=Risk.choices, default=Risk.LOW)
+    retention_days = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name_plural = "field policies"
+        constraints = [
+            # policy_for() looks a field up by (tenant, project, predicate), then (tenant, predicate).
+            models.UniqueConstraint(
+                fields=["tenant", "project", "predicate"],
+                condition=Q(project__isnull=False),
+                name="policy_unique_project_field",
+            ),
+            models.UniqueConstraint(
+                fields=["tenant", "predicate"],
+                condition=Q(project__isnull=True),
+                name="policy_unique_tenant_field",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project or '*'}:{self.predicate}"
+
+
+class AuditQuerySet(models.QuerySet["AuditEvent"]):
+    def update(self, **kwargs: Any) -> int:
+        raise PermissionError("Audit events are immutable")
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        raise PermissionError("Audit events are immutable")
+
+
+class AuditEvent(models.Model):
+    """Who did what to which object, with before/after, written in the same transaction as the change.
+
+    Rows are append-only: the model refuses updates and deletes, and on PostgreSQL a trigger
+    (migration 0002) refuses them for any client.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    at = models.DateTimeField(default=timezone.now)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, related_name="+"
+    )
+    actor_name = models.CharField(max_length=150)
+    action = models.CharField(max_length=64)
+    object_type = models.CharField(max_length=32)
+    object_id = models.CharField(max_length=64)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+
+    objects = AuditQuerySet.as_manager()
+
+    class Meta:
+        indexes = [
+            # The audit log page: newest first per tenant, and the events of one object.
+            models.Index(fields=["tenant", "-id"], name="audit_tenant_newest"),
+            models.Index(
+                fields=["tenant", "object_type", "object_id"],
+                name="audit_tenant_object",
+            ),
+        ]
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None:
+            raise PermissionError("Audit events are immutable")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise PermissionError("Audit events are immutable")
+
+    def __str__(self) -> str:
+        return (
+            f"{self.at:%Y-%m-%d %H:%M} {self.actor_name} {self.action} {self.object_id}"
+        )

@@ -1,0 +1,193 @@
+"""Field policies: which policy governs a field, and whether a principal may update it."""
+
+from __future__ import annotations
+
+from string import Formatter
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+from django.utils.duration import duration_iso_string
+
+from memory_admin.accounts.models import Principal, Tenant
+from memory_admin.memory import audit
+from memory_admin.memory.errors import Forbidden, InvalidInput, IssuerNotAuthorized
+from memory_admin.memory.models import FieldPolicy, Project
+
+
+def policy_for(
+    tenant: Tenant | int, project_key: str, predicate: str
+) -> FieldPolicy | None:
+    """The project's own policy for the field, else the tenant-wide one, else None."""
+    return (
+        FieldPolicy.objects.filter(tenant=tenant, predicate=predicate)
+        .filter(Q(project__key=project_key) | Q(project__isnull=True))
+        .order_by(F("project").asc(nulls_last=True))
+        .first()
+    )
+
+
+def authorize_issuer(principal: Principal, policy: FieldPolicy | None) -> None:
+    """Raise IssuerNotAuthorized unless `principal` may update the field governed by `policy`.
+
+    Checked against the authenticated principal and its current roles, never against what a
+    request claims about its authority. A policy with named issuers admits only those names; an
+    empty list admits any principal with write access to the tenant's projects.
+    """
+    if not principal.can_write:
+        raise IssuerNotAuthorized(
+            f"Principal '{principal.name}' has no role that may write facts."
+        )
+    if (
+        policy is not None
+        and policy.authorized_issuers
+        and principal.name not in policy.authorized_issuers
+    ):
+        raise IssuerNotAuthorized(
+            f"Principal '{principal.name}' is not an authorized issuer of '{policy.predicate}'.",
+            authorized_issuers=list(policy.authorized_issuers),
+        )
+
+
+_PLACEHOLDERS = {"project_id", "subject_id", "predicate"}
+_HTTP_JSON_KEYS = {
+    "connector", "url_template", "value_pointer", "revision_pointer", "timeout_seconds", "auth_header",
+    "auth_secret_env",
+}  # fmt: skip
+
+
+def validate_canonical_source(source: Any) -> list[str]:
+    """Problems with a `canonical_source` setting, as sentences for a person (empty when valid)."""
+    if source is None:
+        return []
+    if not isinstance(source, dict) or "connector" not in source:
+        return [
+            'Give null, {"connector": "manual"} or {"connector": "http_json", ...}.'
+        ]
+    connector = source["connector"]
+    if connector == "manual":
+        extra = set(source) - {"connector"}
+        return (
+            [f"Unknown settings for the manual connector: {', '.join(sorted(extra))}."]
+            if extra
+            else []
+        )
+    if connector != "http_json":
+        return [f"Unknown connector {connector!r}; use 'manual' or 'http_json'."]
+    problems = []
+    unknown = set(source) - _HTTP_JSON_KEYS
+    if unknown:
+        problems.append(f"Unknown settings: {', '.join(sorted(unknown))}.")
+    template = source.get("url_template")
+    if not isinstance(template, str) or not template.startswith(
+        ("http://", "https://")
+    ):
+        problems.append("url_template must be an http(s) URL.")
+    else:
+        try:
+            names = {
+                name
+                for _, name, _, _ in Formatter().parse(template)
+                if name is not None
+            }
+        except ValueError:
+            names = {"<unbalanced braces>"}
+        bad = names - _PLACEHOLDERS
+        if bad:
+            problems.append(
+                f"url_template may use only {{project_id}}, {{subject_id}} and {{predicate}}; found {sorted(bad)}."
+            )
+    for key in ("value_pointer", "revision_pointer"):
+        pointer = source.get(key)
+        if not isinstance(pointer, str) or not (
+            pointer == "" or pointer.startswith("/")
+        ):
+            problems.append(f"{key} must be a JSON pointer such as /data/value.")
+    timeout = source.get("timeout_seconds")
+    if (
+        not isinstance(timeout, int | float)
+        or isinstance(timeout, bool)
+        or not 0 < timeout <= 60
+    ):
+        problems.append("timeout_seconds must be a number of seconds between 0 and 60.")
+    if ("auth_header" in source) != ("auth_secret_env" in source):
+        problems.append(
+            "auth_header and auth_secret_env go together (the secret is read from that variable)."
+        )
+    env_name = source.get("auth_secret_env")
+    if env_name is not None and (
+        not isinstance(env_name, str) or not env_name.isidentifier()
+    ):
+        problems.append(
+            "auth_secret_env must name an environment variable; secrets are never stored here."
+        )
+    return problems
+
+
+def save_field_policy(
+    principal: Principal, data: dict[str, Any], *, instance: FieldPolicy | None = None
+) -> FieldPolicy:
+    """Create or update a field policy for the principal's tenant (admins only), audited."""
+    if not principal.has_role("admin"):
+        raise Forbidden("Only admins may change field policies.")
+    problems = validate_canonical_source(
+        data.get("canonical_source", instance.canonical_source if instance else None)
+    )
+    if problems:
+        raise InvalidInput({"canonical_source": problems})
+    with transaction.atomic():
+        before = _policy_snapshot(instance) if instance else None
+        policy = instance or FieldPolicy(tenant_id=principal.tenant_id)
+        if "project_id" in data:
+            key = data.pop("project_id")
+            policy.project = (
+                Project.objects.get_or_create(tenant_id=principal.tenant_id, key=key)[0]
+                if key
+                else None
+            )
+        for name, value in data.items():
+            setattr(policy, name, value)
+        policy.updated_at = timezone.now()
+        try:
+            with transaction.atomic():
+                policy.save()
+        except IntegrityError:
+            raise InvalidInput(
+                {"predicate": ["A policy for this field and project already exists."]}
+            ) from None
+        audit.record_event(
+            tenant=policy.tenant_id, actor=principal, action="policy.updated" if instance else "policy.created",
+            object_type="field_policy", object_id=str(policy.pk), before=before, after=_policy_snapshot(policy),
+        )  # fmt: skip
+    return policy
+
+
+def delete_field_policy(principal: Principal, policy: FieldPolicy) -> None:
+    if not principal.has_role("admin"):
+        raise Forbidden("Only admins may change field policies.")
+    with transaction.atomic():
+        before = _policy_snapshot(policy)
+        object_id = str(policy.pk)
+        policy.delete()
+        audit.record_event(
+            tenant=principal.tenant_id, actor=principal, action="policy.deleted",  # type: ignore[arg-type]
+            object_type="field_policy", object_id=object_id, before=before,
+        )  # fmt: skip
+
+
+def _policy_snapshot(policy: FieldPolicy) -> dict[str, Any]:
+    return {
+        "project_id": policy.project.key if policy.project_id else None,  # type: ignore[union-attr]
+        "predicate": policy.predicate,
+        "authorized_issuers": list(policy.authorized_issuers),
+        "canonical_ref_prefix": policy.canonical_ref_prefix,
+        "canonical_source": policy.canonical_source,
+        "recheck_interval": duration_iso_string(policy.recheck_interval)
+        if policy.recheck_interval
+        else None,
+        "recheck_before_action": policy.recheck_before_action,
+        "on_failure": policy.on_failure,
+        "risk": policy.risk,
+        "retention_days": policy.retention_days,
+    }

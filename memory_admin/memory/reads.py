@@ -1,0 +1,234 @@
+"""The read side: what is believed now, what was believed as of two instants, and a fact's history.
+
+Every read for an agent carries freshness (PRODUCT.md rule 1); a read for acting refuses when the
+field's policy demands a fresh verified value and there is none (rule 8).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from django.utils import timezone
+
+from memory_admin.accounts.models import Principal
+from memory_admin.memory.errors import FactDisputed, NotFound, RecheckRequired
+from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord
+from memory_admin.memory.policies import policy_for
+
+Status = MemoryRecord.Status
+Freshness = Literal["fresh", "recheck_due", "never_verified"]
+Purpose = Literal["answer", "action"]
+
+
+def fact_records(
+    principal: Principal, project_id: str, subject_id: str, predicate: str
+) -> Any:
+    return MemoryRecord.objects.filter(
+        tenant_id=principal.tenant_id,
+        project__key=project_id,
+        subject_id=subject_id,
+        predicate=predicate,
+    )
+
+
+def as_of(
+    principal: Principal,
+    project_id: str,
+    subject_id: str,
+    predicate: str,
+    *,
+    valid_at: datetime | None = None,
+    known_at: datetime | None = None,
+) -> MemoryRecord | None:
+    """The record that answered for `valid_at` in what was believed at `known_at` (both default now)."""
+    now = timezone.now()
+    return (
+        fact_records(principal, project_id, subject_id, predicate)
+        .as_of(valid_at or now, known_at or now)
+        .with_public_relations()
+        .order_by("-recorded_from", "-revision")
+        .first()
+    )
+
+
+def current(
+    principal: Principal, project_id: str, subject_id: str, predicate: str
+) -> MemoryRecord | None:
+    return as_of(principal, project_id, subject_id, predicate)
+
+
+def history(
+    principal: Principal, project_id: str, subject_id: str, predicate: str
+) -> list[MemoryRecord]:
+    """Every version of the fact, oldest revision first (the whole supersession chain)."""
+    return list(
+        fact_records(principal, project_id, subject_id, predicate)
+        .with_public_relations()
+        .order_by("revision")
+    )
+
+
+def freshness_of(record: MemoryRecord, now: datetime) -> Freshness:
+    if record.last_verified_at is None:
+        return "never_verified"
+    if record.recheck_after is not None and record.recheck_after <= now:
+        return "recheck_due"
+    return "fresh"
+
+
+def _when(moment: datetime | None) -> str:
+    return moment.isoformat() if moment else "never"
+
+
+@dataclass
+class FactView:
+    """The answer to `GET /facts/current/`: a value with everything needed to judge whether to use it."""
+
+    record: MemoryRecord | None
+    status: str
+    freshness: Freshness | None
+    last_verified_at: datetime | None
+    last_verified_value: Any
+    caveat: str | None
+    action_allowed: bool
+    candidates: list[MemoryRecord] = field(default_factory=list)
+    dispute: Dispute | None = None
+
+
+def _last_verified(record: MemoryRecord) -> tuple[datetime | None, Any]:
+    if record.last_verified_at is not None:
+        return record.last_verified_at, record.value
+    earlier = (
+        MemoryRecord.objects.filter(
+            tenant_id=record.tenant_id,
+            project_id=record.project_id,
+            subject_id=record.subject_id,
+            predicate=record.predicate,
+            last_verified_at__isnull=False,
+            revision__lt=record.revision,
+        )
+        .order_by("-revision")
+        .values_list("last_verified_at", "value")
+        .first()
+    )
+    return earlier if earlier else (None, None)
+
+
+def must_be_fresh_for_action(policy: FieldPolicy | None) -> bool:
+    """Whether acting on this field needs a value verified and within its recheck interval."""
+    return (
+        policy is not None and policy.on_failure == FieldPolicy.OnFailure.BLOCK_ACTION
+    )
+
+
+def fact_view(
+    principal: Principal,
+    project_id: str,
+    subject_id: str,
+    predicate: str,
+    *,
+    purpose: Purpose = "answer",
+    valid_at: datetime | None = None,
+    known_at: datetime | None = None,
+) -> FactView:
+    """What an agent may use for one fact, now or as of (valid_at, known_at).
+
+    1. The answering record (as of the two instants); none → a disputed fact shows its candidates
+       and no value, anything else is NotFound.
+    2. Freshness from `last_verified_at`/`recheck_after`; a caveat a person can read when not fresh.
+    3. For acting: never on a disputed fact; when the field's policy blocks actions on unverified
+       values and this one is not fresh → RecheckRequired, carrying the last verified value.
+    """
+    now = timezone.now()
+    record = as_of(
+        principal,
+        project_id,
+        subject_id,
+        predicate,
+        valid_at=valid_at,
+        known_at=known_at,
+    )
+    policy = policy_for(principal.tenant_id, project_id, predicate)  # type: ignore[arg-type]
+    if record is None:
+        dispute = (
+            Dispute.objects.filter(
+                tenant_id=principal.tenant_id,
+                project__key=project_id,
+                subject_id=subject_id,
+                predicate=predicate,
+                status=Dispute.Status.OPEN,
+            )
+            .prefetch_related("candidates__issuer")
+            .first()
+        )
+        if dispute is None:
+            head = (
+                fact_records(principal, project_id, subject_id, predicate)
+                .filter(is_head=True)
+                .first()
+            )
+            reason = (
+                f"its current record is {head.status}"
+                if head
+                else "nothing is recorded"
+            )
+            raise NotFound(
+                f"No usable value for {subject_id}.{predicate} in {project_id}: {reason}."
+            )
+        if purpose == "action":
+            raise FactDisputed(
+                "This fact is disputed; no value may be acted on until the dispute is resolved.",
+                dispute_id=dispute.public_id,
+            )
+        return FactView(
+            record=None,
+            status=Status.DISPUTED,
+            freshness=None,
+            last_verified_at=None,
+            last_verified_value=None,
+            caveat="Sources disagree and no rule orders them; an owner must resolve the dispute.",
+            action_allowed=False,
+            candidates=list(dispute.candidates.all()),
+            dispute=dispute,
+        )
+
+    freshness = freshness_of(record, now)
+    verified_at, verified_value = _last_verified(record)
+    caveat = None
+    if freshness == "never_verified":
+        caveat = (
+            f"Not verified against the canonical source (source {record.source_canonical_ref} "
+            f"{record.source_revision}, recorded {_when(record.recorded_from)})."
+        )
+    elif freshness == "recheck_due":
+        caveat = (
+            f"Last verified {_when(verified_at)}; a recheck was due {_when(record.recheck_after)} "
+            "and it could not be confirmed since."
+        )
+    fresh_required = must_be_fresh_for_action(policy)
+    action_allowed = record.status == Status.ACCEPTED and (
+        freshness == "fresh" or not fresh_required
+    )
+    view = FactView(
+        record=record,
+        status=record.status,
+        freshness=freshness,
+        last_verified_at=verified_at,
+        last_verified_value=verified_value,
+        caveat=caveat,
+        action_allowed=action_allowed,
+    )
+    if purpose == "action" and not action_allowed and fresh_required:
+        raise RecheckRequired(
+            f"{caveat} Actions that depend on {predicate} are on hold until it is verified.",
+            memory_id=record.memory_id,
+            last_verified_value=verified_value,
+            last_verified_at=_when(verified_at) if verified_at else None,
+            recheck_after=record.recheck_after.isoformat()
+            if record.recheck_after
+            else None,
+            caveat=caveat,
+        )
+    return view

@@ -1,0 +1,192 @@
+"""Settings for the memory governance dashboard.
+
+Everything production needs comes from environment variables (DATABASE_URL, CELERY_BROKER_URL,
+CACHE_URL, SECRET_KEY, ALLOWED_HOSTS, DEBUG). With none set, the embedded defaults run on one machine
+with no server to install: SQLite (WAL) under var/, kombu's filesystem broker served by a real Celery
+worker, and a file-based cache shared by the web and worker processes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlparse
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from memory_admin.env import envbool, envint, envlist, envstr
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(envstr("VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = envbool("DEBUG", True)
+SECRET_KEY = envstr("SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
+    SECRET_KEY = "insecure-development-key-set-SECRET_KEY-in-production"
+ALLOWED_HOSTS = envlist(
+    "ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"]
+)
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_celery_beat",
+    "memory_admin.accounts",
+    "memory_admin.memory",
+    "deletion",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "memory_admin.urls"
+WSGI_APPLICATION = "memory_admin.wsgi.application"
+AUTH_USER_MODEL = "accounts.Principal"
+LOGIN_URL = "/admin/login/"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database ---------------------------------------------------------------------------------
+_sqlite_path = VAR_DIR / "db.sqlite3"
+DATABASES = {
+    "default": dj_database_url.parse(
+        envstr("DATABASE_URL", f"sqlite:///{_sqlite_path}"),
+        conn_max_age=envint("DB_CONN_MAX_AGE", 0),
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets the web server and the worker read while one writes; IMMEDIATE takes the write lock
+    # at BEGIN so two writers queue up instead of failing half-way through a transaction.
+    DATABASES["default"]["OPTIONS"] = {
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+
+# --- Cache ------------------------------------------------------------------------------------
+def _cache_from_url(url: str) -> dict[str, object]:
+    parsed = urlparse(url)
+    if parsed.scheme in {"redis", "rediss"}:
+        return {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": url}
+    if parsed.scheme == "locmem":
+        return {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    if parsed.scheme == "file":
+        return {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": parsed.path,
+        }
+    raise ImproperlyConfigured(
+        f"CACHE_URL={url!r}: use redis://, rediss://, locmem:// or file:///path"
+    )
+
+
+CACHES = {
+    "default": _cache_from_url(envstr("CACHE_URL", f"file://{VAR_DIR / 'cache'}"))
+}
+
+# --- Celery -----------------------------------------------------------------------------------
+CELERY_BROKER_URL = envstr("CELERY_BROKER_URL", "filesystem://")
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    _queue_dir = VAR_DIR / "broker" / "queue"
+    _processed_dir = VAR_DIR / "broker" / "processed"
+    _queue_dir.mkdir(parents=True, exist_ok=True)
+    _processed_dir.mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_queue_dir),
+        "data_folder_out": str(_queue_dir),
+        "processed_folder": str(_processed_dir),
+        "store_processed": False,
+    }
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_BEAT_SCHEDULE = {
+    "settle-valid-time-transitions": {
+        "task": "memory_admin.memory.tasks.settle_valid_time_transitions",
+        "schedule": 60.0,
+    },
+}
+CELERY_TIMEZONE = "UTC"
+
+# --- Internationalisation ---------------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+# --- Static files -----------------------------------------------------------------------------
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "static"
+
+# --- Request limits ---------------------------------------------------------------------------
+# A body larger than this is refused with 413 before it is parsed.
+DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", 256 * 1024)
+MEMORY_VALUE_MAX_BYTES = envint("MEMORY_VALUE_MAX_BYTES", 16 * 1024)
+
+# --- API --------------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "memory_admin.accounts.auth.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["memory_admin.accounts.permissions.IsTenantMember"],
+    "DEFAULT_PAGINATION_CLASS": "memory_admin.memory.api.pagination.NewestFirstCursorPagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "memory_admin.memory.api.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+    "DEFAULT_PARSER_CLASSES": ["memory_admin.memory.api.parsers.LimitedJSONParser"],
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Memory governance API",
+    "DESCRIPTION": "System of record for what agents remember: facts, their history and freshness.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")},
+}
