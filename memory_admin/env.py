@@ -23,9 +23,7 @@ def envbool(name: str, default: bool) -> bool:
         return True
     if lowered in _FALSE:
         return False
-    raise ImproperlyConfigured(
-        f"{name}={raw!r} is not a boolean (use 1/0, true/false, yes/no)"
-    )
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use 1/0, true/false, yes/no)")
 
 
 def envint(name: str, default: int) -> int:

@@ -26,9 +26,7 @@ if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
     SECRET_KEY = "insecure-development-key-set-SECRET_KEY-in-production"
-ALLOWED_HOSTS = envlist(
-    "ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"]
-)
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -108,14 +106,10 @@ def _cache_from_url(url: str) -> dict[str, object]:
             "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
             "LOCATION": parsed.path,
         }
-    raise ImproperlyConfigured(
-        f"CACHE_URL={url!r}: use redis://, rediss://, locmem:// or file:///path"
-    )
+    raise ImproperlyConfigured(f"CACHE_URL={url!r}: use redis://, rediss://, locmem:// or file:///path")
 
 
-CACHES = {
-    "default": _cache_from_url(envstr("CACHE_URL", f"file://{VAR_DIR / 'cache'}"))
-}
+CACHES = {"default": _cache_from_url(envstr("CACHE_URL", f"file://{VAR_DIR / 'cache'}"))}
 
 # --- Celery -----------------------------------------------------------------------------------
 CELERY_BROKER_URL = envstr("CELERY_BROKER_URL", "filesystem://")

@@ -18,9 +18,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         if not header or header[0].lower() != self.keyword.lower().encode():
             return None
         if len(header) != 2:
-            raise exceptions.AuthenticationFailed(
-                "Authorization header must be 'Bearer <token>'."
-            )
+            raise exceptions.AuthenticationFailed("Authorization header must be 'Bearer <token>'.")
         try:
             raw = header[1].decode()
         except UnicodeError:

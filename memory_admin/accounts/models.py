@@ -98,9 +98,7 @@ class ApiTokenManager(models.Manager["ApiToken"]):
     def issue(self, principal: Principal, label: str = "") -> tuple[ApiToken, str]:
         """Create a token and return it with its raw value, which is never stored or shown again."""
         raw = "mga_" + secrets.token_urlsafe(32)
-        token = self.create(
-            principal=principal, key_hash=_hash_token(raw), prefix=raw[:10], label=label
-        )
+        token = self.create(principal=principal, key_hash=_hash_token(raw), prefix=raw[:10], label=label)
         return token, raw
 
     def authenticate(self, raw: str) -> ApiToken | None:
@@ -112,9 +110,7 @@ class ApiTokenManager(models.Manager["ApiToken"]):
 
 
 class ApiToken(models.Model):
-    principal = models.ForeignKey(
-        Principal, on_delete=models.CASCADE, related_name="tokens"
-    )
+    principal = models.ForeignKey(Principal, on_delete=models.CASCADE, related_name="tokens")
     # Only a SHA-256 of the token is kept; `prefix` lets a person tell tokens apart.
     key_hash = models.CharField(max_length=64, unique=True)
     prefix = models.CharField(max_length=10)
@@ -128,6 +124,4 @@ class ApiToken(models.Model):
         return f"{self.prefix}… ({self.principal})"
 
     def revoke(self, **_: Any) -> None:
-        ApiToken.objects.filter(pk=self.pk, revoked_at__isnull=True).update(
-            revoked_at=timezone.now()
-        )
+        ApiToken.objects.filter(pk=self.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())

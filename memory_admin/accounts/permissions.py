@@ -19,9 +19,7 @@ class HasRole(BasePermission):
 
     def has_permission(self, request: Request, view: Any) -> bool:
         user = request.user
-        return IsTenantMember().has_permission(request, view) and user.has_role(
-            *self.roles
-        )  # type: ignore[union-attr]
+        return IsTenantMember().has_permission(request, view) and user.has_role(*self.roles)  # type: ignore[union-attr]
 
 
 class IsAdminRole(HasRole):

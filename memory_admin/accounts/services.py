@@ -28,22 +28,14 @@ def ensure_principal(
     if not roles or unknown:
         raise ValueError(f"roles must be among {', '.join(Role.values)}; got {roles}")
     if slugify(tenant_slug) != tenant_slug:
-        raise ValueError(
-            f"tenant must be a slug (lowercase letters, digits, hyphens); got {tenant_slug!r}"
-        )
+        raise ValueError(f"tenant must be a slug (lowercase letters, digits, hyphens); got {tenant_slug!r}")
     with transaction.atomic():
-        tenant, _ = Tenant.objects.get_or_create(
-            slug=tenant_slug, defaults={"name": tenant_name or tenant_slug}
-        )
+        tenant, _ = Tenant.objects.get_or_create(slug=tenant_slug, defaults={"name": tenant_name or tenant_slug})
         principal = Principal.objects.filter(tenant=tenant, name=name).first()
         if principal is None:
-            principal = Principal(
-                tenant=tenant, name=name, username=f"{name}@{tenant_slug}"
-            )
+            principal = Principal(tenant=tenant, name=name, username=f"{name}@{tenant_slug}")
         principal.roles = roles
-        principal.kind = (
-            Principal.Kind.AGENT if roles == [Role.AGENT] else Principal.Kind.HUMAN
-        )
+        principal.kind = Principal.Kind.AGENT if roles == [Role.AGENT] else Principal.Kind.HUMAN
         principal.is_staff = Role.ADMIN in roles
         if password:
             principal.set_password(password)

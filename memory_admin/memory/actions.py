@@ -81,47 +81,27 @@ def validate_assertion(a: Assertion) -> None:
     for name, max_length in _TEXT_LIMITS.items():
         text = getattr(a, name)
         if not isinstance(text, str) or not text.strip():
-            errors.setdefault(name, []).append(
-                "This field is required and may not be blank."
-            )
+            errors.setdefault(name, []).append("This field is required and may not be blank.")
         elif len(text) > max_length:
             errors.setdefault(name, []).append(f"At most {max_length} characters.")
     for name in ("valid_from", "valid_to"):
         moment = getattr(a, name)
-        if moment is not None and (
-            not isinstance(moment, datetime) or timezone.is_naive(moment)
-        ):
-            errors.setdefault(name, []).append(
-                "Give a timezone-aware ISO 8601 datetime (with an offset or Z)."
-            )
-    if (
-        isinstance(a.valid_from, datetime)
-        and isinstance(a.valid_to, datetime)
-        and "valid_from" not in errors
-    ):
+        if moment is not None and (not isinstance(moment, datetime) or timezone.is_naive(moment)):
+            errors.setdefault(name, []).append("Give a timezone-aware ISO 8601 datetime (with an offset or Z).")
+    if isinstance(a.valid_from, datetime) and isinstance(a.valid_to, datetime) and "valid_from" not in errors:
         if "valid_to" not in errors and a.valid_to <= a.valid_from:
             errors.setdefault("valid_to", []).append("Must be later than valid_from.")
     if a.value is None:
-        errors.setdefault("value", []).append(
-            "A fact needs a value; use expire or exclude to retract one."
-        )
+        errors.setdefault("value", []).append("A fact needs a value; use expire or exclude to retract one.")
     elif len(json.dumps(a.value)) > settings.MEMORY_VALUE_MAX_BYTES:
-        errors.setdefault("value", []).append(
-            f"Larger than {settings.MEMORY_VALUE_MAX_BYTES} bytes."
-        )
-    if a.expected_revision is not None and (
-        not isinstance(a.expected_revision, int) or a.expected_revision < 0
-    ):
-        errors.setdefault("expected_revision", []).append(
-            "Must be a non-negative integer."
-        )
+        errors.setdefault("value", []).append(f"Larger than {settings.MEMORY_VALUE_MAX_BYTES} bytes.")
+    if a.expected_revision is not None and (not isinstance(a.expected_revision, int) or a.expected_revision < 0):
+        errors.setdefault("expected_revision", []).append("Must be a non-negative integer.")
     if errors:
         raise InvalidInput(errors)
 
 
-def lock_fact(
-    tenant_id: int, project_key: str, subject_id: str, predicate: str
-) -> None:
+def lock_fact(tenant_id: int, project_key: str, subject_id: str, predicate: str) -> None:
     """Serialize writers of one fact key for the rest of the transaction.
 
     On PostgreSQL a transaction-level advisory lock on a hash of the key; SQLite already serializes
@@ -138,9 +118,7 @@ def lock_fact(
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [key])
 
 
-def _recheck_after(
-    policy: FieldPolicy | None, verified_at: datetime | None, now: datetime
-) -> datetime | None:
+def _recheck_after(policy: FieldPolicy | None, verified_at: datetime | None, now: datetime) -> datetime | None:
     if policy is None or policy.recheck_interval is None:
         return None
     # A value never fetched from the canonical source is due for a recheck at once (rule 7).
@@ -169,9 +147,7 @@ def _cut_overlapping(new: MemoryRecord, now: datetime) -> list[MemoryRecord]:
     changed = []
     for old in overlapping:
         cut = max(old.valid_from, new.valid_from)
-        old.valid_to = (
-            cut if old.valid_to is None or old.valid_to > cut else old.valid_to
-        )
+        old.valid_to = cut if old.valid_to is None or old.valid_to > cut else old.valid_to
         old.valid_to_recorded_at = now
         old.superseded_by = new
         if old.valid_to <= now:
@@ -256,14 +232,10 @@ def assert_fact(
     now = now or timezone.now()
     try:
         with transaction.atomic():
-            return _assert_locked(
-                principal, tenant, a, policy, now, verified_at, memory_id
-            )
+            return _assert_locked(principal, tenant, a, policy, now, verified_at, memory_id)
     except IntegrityError as exc:
         # A constraint caught a race the lock did not (e.g. another process without the lock).
-        raise RevisionConflict(
-            f"The fact changed while this write was applied ({exc.__class__.__name__})."
-        ) from None
+        raise RevisionConflict(f"The fact changed while this write was applied ({exc.__class__.__name__}).") from None
 
 
 def _assert_locked(
@@ -318,14 +290,8 @@ def _assert_locked(
         )
 
     same_source = head.source_canonical_ref == a.source_canonical_ref
-    order = (
-        compare_source_revisions(a.source_revision, head.source_revision)
-        if same_source
-        else None
-    )
-    outranked = source_rank(policy, a.source_canonical_ref) < source_rank(
-        policy, head.source_canonical_ref
-    )
+    order = compare_source_revisions(a.source_revision, head.source_revision) if same_source else None
+    outranked = source_rank(policy, a.source_canonical_ref) < source_rank(policy, head.source_canonical_ref)
 
     # Step 3: a late import of an older revision, or a lesser source against the canonical one.
     if (same_source and order is not None and order < 0) or outranked:
@@ -346,13 +312,9 @@ def _assert_locked(
         return AssertResult(Outcome.UNCHANGED, head)
 
     # Step 5: equal-rank sources that disagree and cannot be ordered.
-    orderable = (
-        same_source and order is not None and order > 0
-    ) or a.valid_from > head.valid_from
+    orderable = (same_source and order is not None and order > 0) or a.valid_from > head.valid_from
     if head.status == Status.ACCEPTED and a.value != head.value and not orderable:
-        return _open_dispute(
-            principal, head, a, next_revision, verified_at, common, now
-        )
+        return _open_dispute(principal, head, a, next_revision, verified_at, common, now)
 
     # Step 6: compare-and-swap on the revision the writer read.
     if a.expected_revision is None:
@@ -409,9 +371,7 @@ def _open_dispute(
     before = audit.snapshot(head)
     head.status = Status.DISPUTED
     head.save(update_fields=["status"])
-    record = _new_record(
-        a, revision=revision, status=Status.DISPUTED, verified_at=verified_at, **common
-    )
+    record = _new_record(a, revision=revision, status=Status.DISPUTED, verified_at=verified_at, **common)
     dispute = Dispute.objects.create(
         tenant_id=head.tenant_id, project=head.project, subject_id=head.subject_id, predicate=head.predicate,
         opened_at=now,
@@ -447,23 +407,17 @@ def _audit_assert(
 
 def _require_curator(principal: Principal) -> None:
     if not principal.can_curate:
-        raise Forbidden(
-            "Only owners and admins may exclude, expire or resolve records."
-        )
+        raise Forbidden("Only owners and admins may exclude, expire or resolve records.")
 
 
 def _require_reason(reason: str) -> str:
     reason = (reason or "").strip()
     if not reason:
-        raise InvalidInput(
-            {"reason": ["Say why; the reason is kept in the audit log."]}
-        )
+        raise InvalidInput({"reason": ["Say why; the reason is kept in the audit log."]})
     return reason
 
 
-def get_record(
-    principal: Principal, memory_id: str, *, for_update: bool = False
-) -> MemoryRecord:
+def get_record(principal: Principal, memory_id: str, *, for_update: bool = False) -> MemoryRecord:
     """The principal's tenant's record, or NotFound (another tenant's record is not revealed)."""
     qs = MemoryRecord.objects.for_tenant(principal.tenant_id)  # type: ignore[arg-type]
     if for_update:
@@ -474,9 +428,7 @@ def get_record(
     return record
 
 
-def exclude_record(
-    principal: Principal, memory_id: str, reason: str, *, now: datetime | None = None
-) -> MemoryRecord:
+def exclude_record(principal: Principal, memory_id: str, reason: str, *, now: datetime | None = None) -> MemoryRecord:
     """Keep the record, but never hand it to an agent again (rule 2a)."""
     _require_curator(principal)
     reason = _require_reason(reason)
@@ -486,9 +438,7 @@ def exclude_record(
         if record.status == Status.EXCLUDED:
             return record
         if record.status == Status.DISPUTED:
-            raise DisputeOpen(
-                "This record is part of an open dispute; resolve the dispute instead."
-            )
+            raise DisputeOpen("This record is part of an open dispute; resolve the dispute instead.")
         before = audit.snapshot(record)
         record.status = Status.EXCLUDED
         record.status_reason = reason
@@ -512,25 +462,15 @@ def expire_record(
     _require_curator(principal)
     reason = _require_reason(reason)
     if valid_to is not None and timezone.is_naive(valid_to):
-        raise InvalidInput(
-            {
-                "valid_to": [
-                    "Give a timezone-aware ISO 8601 datetime (with an offset or Z)."
-                ]
-            }
-        )
+        raise InvalidInput({"valid_to": ["Give a timezone-aware ISO 8601 datetime (with an offset or Z)."]})
     now = now or timezone.now()
     with transaction.atomic():
         record = get_record(principal, memory_id, for_update=True)
         if record.status != Status.ACCEPTED:
-            raise InvalidState(
-                f"Only an accepted record can expire; this one is {record.status}."
-            )
+            raise InvalidState(f"Only an accepted record can expire; this one is {record.status}.")
         end = max(record.valid_from, valid_to or now)
         if record.valid_to is not None and record.valid_to < end:
-            raise InvalidInput(
-                {"valid_to": ["The record's validity already ends earlier."]}
-            )
+            raise InvalidInput({"valid_to": ["The record's validity already ends earlier."]})
         before = audit.snapshot(record)
         record.valid_to = end
         record.valid_to_recorded_at = now
@@ -553,9 +493,7 @@ def expire_record(
     return record
 
 
-def get_dispute(
-    principal: Principal, public_id: str, *, for_update: bool = False
-) -> Dispute:
+def get_dispute(principal: Principal, public_id: str, *, for_update: bool = False) -> Dispute:
     qs = Dispute.objects.filter(tenant_id=principal.tenant_id)
     if for_update:
         qs = qs.select_for_update()
@@ -581,9 +519,7 @@ def resolve_dispute(
     _require_curator(principal)
     reason = _require_reason(reason)
     if bool(winner) == bool(exclude_all):
-        raise InvalidInput(
-            {"winner": ["Name the winning memory_id, or set exclude_all (not both)."]}
-        )
+        raise InvalidInput({"winner": ["Name the winning memory_id, or set exclude_all (not both)."]})
     now = now or timezone.now()
     with transaction.atomic():
         dispute = get_dispute(principal, public_id, for_update=True)
@@ -598,12 +534,8 @@ def resolve_dispute(
         candidates = list(dispute.candidates.select_for_update().order_by("revision"))
         chosen = next((c for c in candidates if c.memory_id == winner), None)
         if winner and chosen is None:
-            raise InvalidInput(
-                {"winner": [f"{winner!r} is not a candidate of this dispute."]}
-            )
-        facts = MemoryRecord.objects.for_fact(
-            dispute.project, dispute.subject_id, dispute.predicate
-        )
+            raise InvalidInput({"winner": [f"{winner!r} is not a candidate of this dispute."]})
+        facts = MemoryRecord.objects.for_fact(dispute.project, dispute.subject_id, dispute.predicate)
         facts.filter(is_head=True).update(is_head=False)
         for record in candidates:
             before = audit.snapshot(record)

@@ -29,9 +29,7 @@ _SNAPSHOT_FIELDS = (
 
 def snapshot(record: MemoryRecord) -> dict[str, Any]:
     data = {name: getattr(record, name) for name in _SNAPSHOT_FIELDS}
-    data["superseded_by"] = (
-        record.superseded_by.memory_id if record.superseded_by_id else None
-    )  # type: ignore[union-attr]
+    data["superseded_by"] = record.superseded_by.memory_id if record.superseded_by_id else None  # type: ignore[union-attr]
     return json.loads(json.dumps(data, cls=DjangoJSONEncoder))
 
 

@@ -21,9 +21,7 @@ PASSWORD = "demo"
 JST = timezone.get_fixed_timezone(9 * 60)
 
 
-def at(
-    month: int, day: int, hour: int = 9, minute: int = 0, second: int = 0
-) -> datetime:
+def at(month: int, day: int, hour: int = 9, minute: int = 0, second: int = 0) -> datetime:
     return datetime(2026, month, day, hour, minute, second, tzinfo=JST)
 
 
@@ -39,13 +37,8 @@ def _principals() -> dict[str, Principal]:
         "price-feed-a": [Role.AGENT],
         "price-feed-b": [Role.AGENT],
     }
-    found = {
-        name: ensure_principal(TENANT, name, roles, password=PASSWORD)
-        for name, roles in people.items()
-    }
-    found |= {
-        name: ensure_principal(TENANT, name, roles) for name, roles in agents.items()
-    }
+    found = {name: ensure_principal(TENANT, name, roles, password=PASSWORD) for name, roles in people.items()}
+    found |= {name: ensure_principal(TENANT, name, roles) for name, roles in agents.items()}
     return found
 
 
@@ -212,9 +205,7 @@ def _synthetic(agent: Principal, subjects: int, rng: random.Random) -> int:
                 project_id=project, subject_id=subject, predicate=predicate, value=f"{predicate}-{rng.randrange(1000)}",
                 valid_from=when, source_canonical_ref=f"crm:{subject}", source_revision="1",
             )  # fmt: skip
-            first = actions.assert_fact(
-                agent, a, now=when, verified_at=when if rng.random() < 0.6 else None
-            )
+            first = actions.assert_fact(agent, a, now=when, verified_at=when if rng.random() < 0.6 else None)
             made += 1
             if rng.random() < 0.3:
                 later = when + timedelta(days=rng.randrange(1, 9))
@@ -236,12 +227,10 @@ def seed_demo(*, subjects: int = 1500, seed: int = 7) -> dict[str, Any]:
         if not MemoryRecord.objects.filter(memory_id="mem-deadline-001").exists():
             _story(principals)
         made = 0
-        if not Project.objects.filter(
-            tenant_id=principals["agent"].tenant_id, key="project-b"
-        ).exists():
+        if not Project.objects.filter(tenant_id=principals["agent"].tenant_id, key="project-b").exists():
             made = _synthetic(principals["agent"], subjects, random.Random(seed))
-        ApiToken.objects.filter(
-            principal=principals["agent"], label="demo", revoked_at__isnull=True
-        ).update(revoked_at=timezone.now())
+        ApiToken.objects.filter(principal=principals["agent"], label="demo", revoked_at__isnull=True).update(
+            revoked_at=timezone.now()
+        )
         token = issue_token(principals["agent"], label="demo")
     return {"synthetic_records": made, "agent_token": token}

@@ -27,9 +27,7 @@ def new_public_id(prefix: str) -> str:
 
 
 class Project(models.Model):
-    tenant = models.ForeignKey(
-        Tenant, on_delete=models.PROTECT, related_name="projects"
-    )
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="projects")
     key = models.CharField(max_length=100)  # the public `project_id`
     name = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
@@ -37,9 +35,7 @@ class Project(models.Model):
     class Meta:
         constraints = [
             # Every API call resolves `project_id` through (tenant, key).
-            models.UniqueConstraint(
-                fields=["tenant", "key"], name="project_unique_key_per_tenant"
-            ),
+            models.UniqueConstraint(fields=["tenant", "key"], name="project_unique_key_per_tenant"),
         ]
 
     def __str__(self) -> str:
@@ -50,9 +46,7 @@ class RecordQuerySet(models.QuerySet["MemoryRecord"]):
     def for_tenant(self, tenant: Tenant | int) -> RecordQuerySet:
         return self.filter(tenant=tenant)
 
-    def for_fact(
-        self, project: Project, subject_id: str, predicate: str
-    ) -> RecordQuerySet:
+    def for_fact(self, project: Project, subject_id: str, predicate: str) -> RecordQuerySet:
         return self.filter(
             tenant_id=project.tenant_id,
             project=project,
@@ -63,9 +57,9 @@ class RecordQuerySet(models.QuerySet["MemoryRecord"]):
     def current(self, now: datetime | None = None) -> RecordQuerySet:
         """Accepted records whose validity covers `now`: the answers an agent may be given today."""
         now = now or timezone.now()
-        return self.filter(
-            status=MemoryRecord.Status.ACCEPTED, valid_from__lte=now
-        ).filter(Q(valid_to__isnull=True) | Q(valid_to__gt=now))
+        return self.filter(status=MemoryRecord.Status.ACCEPTED, valid_from__lte=now).filter(
+            Q(valid_to__isnull=True) | Q(valid_to__gt=now)
+        )
 
     def as_of(self, valid_at: datetime, known_at: datetime) -> RecordQuerySet:
         """Records that answered for valid instant `valid_at` in the beliefs held at `known_at`.
@@ -75,36 +69,25 @@ class RecordQuerySet(models.QuerySet["MemoryRecord"]):
         covers `valid_at`: the cut `valid_to` if the cut had been recorded by then, else the validity
         as first asserted.
         """
-        cut_known = Q(valid_to_recorded_at__isnull=True) | Q(
-            valid_to_recorded_at__lte=known_at
-        )
+        cut_known = Q(valid_to_recorded_at__isnull=True) | Q(valid_to_recorded_at__lte=known_at)
         within_cut = Q(valid_to__isnull=True) | Q(valid_to__gt=valid_at)
-        within_asserted = Q(asserted_valid_to__isnull=True) | Q(
-            asserted_valid_to__gt=valid_at
-        )
+        within_asserted = Q(asserted_valid_to__isnull=True) | Q(asserted_valid_to__gt=valid_at)
         return self.filter(
             entered_current=True,
             status__in=MemoryRecord.ANSWERING_STATUSES,
             recorded_from__lte=known_at,
             valid_from__lte=valid_at,
-        ).filter(
-            (cut_known & within_cut)
-            | (Q(valid_to_recorded_at__gt=known_at) & within_asserted)
-        )
+        ).filter((cut_known & within_cut) | (Q(valid_to_recorded_at__gt=known_at) & within_asserted))
 
     def due_for_recheck(self, now: datetime) -> RecordQuerySet:
         return self.filter(status=MemoryRecord.Status.ACCEPTED, recheck_after__lte=now)
 
     def with_public_relations(self) -> RecordQuerySet:
         """Everything the record format renders, in a constant number of queries."""
-        return self.select_related(
-            "project", "issuer", "superseded_by"
-        ).prefetch_related(
+        return self.select_related("project", "issuer", "superseded_by").prefetch_related(
             models.Prefetch(
                 "supersedes",
-                queryset=MemoryRecord.objects.only(
-                    "id", "memory_id", "superseded_by_id"
-                ),
+                queryset=MemoryRecord.objects.only("id", "memory_id", "superseded_by_id"),
             )
         )
 
@@ -121,9 +104,7 @@ class MemoryRecord(models.Model):
     ANSWERING_STATUSES = (Status.ACCEPTED, Status.SUPERSEDED, Status.EXPIRED)
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
-    project = models.ForeignKey(
-        Project, on_delete=models.PROTECT, related_name="records"
-    )
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="records")
     memory_id = models.CharField(max_length=64, unique=True, default="")
     subject_id = models.CharField(max_length=200)
     predicate = models.CharField(max_length=200)
@@ -145,9 +126,7 @@ class MemoryRecord(models.Model):
     revision = models.PositiveIntegerField()
     source_canonical_ref = models.CharField(max_length=500)
     source_revision = models.CharField(max_length=100)
-    issuer = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
-    )
+    issuer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
 
     # True once the record has been the current belief; late imports and losing candidates never are.
     entered_current = models.BooleanField(default=False)
@@ -178,8 +157,7 @@ class MemoryRecord(models.Model):
                 name="record_one_head_per_fact",
             ),
             models.CheckConstraint(
-                condition=Q(valid_to__isnull=True)
-                | Q(valid_to__gte=models.F("valid_from")),
+                condition=Q(valid_to__isnull=True) | Q(valid_to__gte=models.F("valid_from")),
                 name="record_valid_range_ordered",
             ),
             # On PostgreSQL, migration 0002 adds `record_one_belief_per_valid_instant`, an exclusion
@@ -189,9 +167,7 @@ class MemoryRecord(models.Model):
             # Records list, newest first, per tenant (cursor pagination on id).
             models.Index(fields=["tenant", "-id"], name="record_tenant_newest"),
             # Records list filtered by status (dashboard and API `status=`).
-            models.Index(
-                fields=["tenant", "status", "-id"], name="record_tenant_status_newest"
-            ),
+            models.Index(fields=["tenant", "status", "-id"], name="record_tenant_status_newest"),
             # Records list filtered by subject or predicate across projects.
             models.Index(
                 fields=["tenant", "subject_id", "-id"],
@@ -230,15 +206,11 @@ class Dispute(models.Model):
         RESOLVED = "resolved", "Resolved"
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
-    project = models.ForeignKey(
-        Project, on_delete=models.PROTECT, related_name="disputes"
-    )
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="disputes")
     public_id = models.CharField(max_length=64, unique=True, default="")
     subject_id = models.CharField(max_length=200)
     predicate = models.CharField(max_length=200)
-    status = models.CharField(
-        max_length=10, choices=Status.choices, default=Status.OPEN
-    )
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.OPEN)
     candidates = models.ManyToManyField(MemoryRecord, related_name="disputes")
     opened_at = models.DateTimeField(default=timezone.now)
     resolved_at = models.DateTimeField(null=True, blank=True)
@@ -249,9 +221,7 @@ class Dispute(models.Model):
         blank=True,
         related_name="+",
     )
-    winner = models.ForeignKey(
-        MemoryRecord, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
-    )
+    winner = models.ForeignKey(MemoryRecord, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
     resolution_reason = models.TextField(blank=True)
 
     class Meta:
@@ -265,9 +235,7 @@ class Dispute(models.Model):
         ]
         indexes = [
             # The disputes queue: open disputes of a tenant, oldest first.
-            models.Index(
-                fields=["tenant", "status", "id"], name="dispute_tenant_queue"
-            ),
+            models.Index(fields=["tenant", "status", "id"], name="dispute_tenant_queue"),
         ]
 
     def save(self, *args: Any, **kwargs: Any) -> None:
@@ -304,9 +272,7 @@ class FieldPolicy(models.Model):
     canonical_source = models.JSONField(null=True, blank=True)
     recheck_interval = models.DurationField(null=True, blank=True)
     recheck_before_action = models.BooleanField(default=False)
-    on_failure = models.CharField(
-        max_length=20, choices=OnFailure.choices, default=OnFailure.ANSWER_WITH_CAVEAT
-    )
+    on_failure = models.CharField(max_length=20, choices=OnFailure.choices, default=OnFailure.ANSWER_WITH_CAVEAT)
     risk = models.CharField(max_length=4, choices=Risk.choices, default=Risk.LOW)
     retention_days = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
@@ -349,9 +315,7 @@ class AuditEvent(models.Model):
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
     at = models.DateTimeField(default=timezone.now)
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, related_name="+"
-    )
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, related_name="+")
     actor_name = models.CharField(max_length=150)
     action = models.CharField(max_length=64)
     object_type = models.CharField(max_length=32)
@@ -381,6 +345,4 @@ class AuditEvent(models.Model):
         raise PermissionError("Audit events are immutable")
 
     def __str__(self) -> str:
-        return (
-            f"{self.at:%Y-%m-%d %H:%M} {self.actor_name} {self.action} {self.object_id}"
-        )
+        return f"{self.at:%Y-%m-%d %H:%M} {self.actor_name} {self.action} {self.object_id}"

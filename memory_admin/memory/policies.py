@@ -16,9 +16,7 @@ from memory_admin.memory.errors import Forbidden, InvalidInput, IssuerNotAuthori
 from memory_admin.memory.models import FieldPolicy, Project
 
 
-def policy_for(
-    tenant: Tenant | int, project_key: str, predicate: str
-) -> FieldPolicy | None:
+def policy_for(tenant: Tenant | int, project_key: str, predicate: str) -> FieldPolicy | None:
     """The project's own policy for the field, else the tenant-wide one, else None."""
     return (
         FieldPolicy.objects.filter(tenant=tenant, predicate=predicate)
@@ -36,14 +34,8 @@ def authorize_issuer(principal: Principal, policy: FieldPolicy | None) -> None:
     empty list admits any principal with write access to the tenant's projects.
     """
     if not principal.can_write:
-        raise IssuerNotAuthorized(
-            f"Principal '{principal.name}' has no role that may write facts."
-        )
-    if (
-        policy is not None
-        and policy.authorized_issuers
-        and principal.name not in policy.authorized_issuers
-    ):
+        raise IssuerNotAuthorized(f"Principal '{principal.name}' has no role that may write facts.")
+    if policy is not None and policy.authorized_issuers and principal.name not in policy.authorized_issuers:
         raise IssuerNotAuthorized(
             f"Principal '{principal.name}' is not an authorized issuer of '{policy.predicate}'.",
             authorized_issuers=list(policy.authorized_issuers),
@@ -62,17 +54,11 @@ def validate_canonical_source(source: Any) -> list[str]:
     if source is None:
         return []
     if not isinstance(source, dict) or "connector" not in source:
-        return [
-            'Give null, {"connector": "manual"} or {"connector": "http_json", ...}.'
-        ]
+        return ['Give null, {"connector": "manual"} or {"connector": "http_json", ...}.']
     connector = source["connector"]
     if connector == "manual":
         extra = set(source) - {"connector"}
-        return (
-            [f"Unknown settings for the manual connector: {', '.join(sorted(extra))}."]
-            if extra
-            else []
-        )
+        return [f"Unknown settings for the manual connector: {', '.join(sorted(extra))}."] if extra else []
     if connector != "http_json":
         return [f"Unknown connector {connector!r}; use 'manual' or 'http_json'."]
     problems = []
@@ -80,17 +66,11 @@ def validate_canonical_source(source: Any) -> list[str]:
     if unknown:
         problems.append(f"Unknown settings: {', '.join(sorted(unknown))}.")
     template = source.get("url_template")
-    if not isinstance(template, str) or not template.startswith(
-        ("http://", "https://")
-    ):
+    if not isinstance(template, str) or not template.startswith(("http://", "https://")):
         problems.append("url_template must be an http(s) URL.")
     else:
         try:
-            names = {
-                name
-                for _, name, _, _ in Formatter().parse(template)
-                if name is not None
-            }
+            names = {name for _, name, _, _ in Formatter().parse(template) if name is not None}
         except ValueError:
             names = {"<unbalanced braces>"}
         bad = names - _PLACEHOLDERS
@@ -100,28 +80,16 @@ def validate_canonical_source(source: Any) -> list[str]:
             )
     for key in ("value_pointer", "revision_pointer"):
         pointer = source.get(key)
-        if not isinstance(pointer, str) or not (
-            pointer == "" or pointer.startswith("/")
-        ):
+        if not isinstance(pointer, str) or not (pointer == "" or pointer.startswith("/")):
             problems.append(f"{key} must be a JSON pointer such as /data/value.")
     timeout = source.get("timeout_seconds")
-    if (
-        not isinstance(timeout, int | float)
-        or isinstance(timeout, bool)
-        or not 0 < timeout <= 60
-    ):
+    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not 0 < timeout <= 60:
         problems.append("timeout_seconds must be a number of seconds between 0 and 60.")
     if ("auth_header" in source) != ("auth_secret_env" in source):
-        problems.append(
-            "auth_header and auth_secret_env go together (the secret is read from that variable)."
-        )
+        problems.append("auth_header and auth_secret_env go together (the secret is read from that variable).")
     env_name = source.get("auth_secret_env")
-    if env_name is not None and (
-        not isinstance(env_name, str) or not env_name.isidentifier()
-    ):
-        problems.append(
-            "auth_secret_env must name an environment variable; secrets are never stored here."
-        )
+    if env_name is not None and (not isinstance(env_name, str) or not env_name.isidentifier()):
+        problems.append("auth_secret_env must name an environment variable; secrets are never stored here.")
     return problems
 
 
@@ -131,9 +99,7 @@ def save_field_policy(
     """Create or update a field policy for the principal's tenant (admins only), audited."""
     if not principal.has_role("admin"):
         raise Forbidden("Only admins may change field policies.")
-    problems = validate_canonical_source(
-        data.get("canonical_source", instance.canonical_source if instance else None)
-    )
+    problems = validate_canonical_source(data.get("canonical_source", instance.canonical_source if instance else None))
     if problems:
         raise InvalidInput({"canonical_source": problems})
     with transaction.atomic():
@@ -141,11 +107,7 @@ def save_field_policy(
         policy = instance or FieldPolicy(tenant_id=principal.tenant_id)
         if "project_id" in data:
             key = data.pop("project_id")
-            policy.project = (
-                Project.objects.get_or_create(tenant_id=principal.tenant_id, key=key)[0]
-                if key
-                else None
-            )
+            policy.project = Project.objects.get_or_create(tenant_id=principal.tenant_id, key=key)[0] if key else None
         for name, value in data.items():
             setattr(policy, name, value)
         policy.updated_at = timezone.now()
@@ -153,9 +115,7 @@ def save_field_policy(
             with transaction.atomic():
                 policy.save()
         except IntegrityError:
-            raise InvalidInput(
-                {"predicate": ["A policy for this field and project already exists."]}
-            ) from None
+            raise InvalidInput({"predicate": ["A policy for this field and project already exists."]}) from None
         audit.record_event(
             tenant=policy.tenant_id, actor=principal, action="policy.updated" if instance else "policy.created",
             object_type="field_policy", object_id=str(policy.pk), before=before, after=_policy_snapshot(policy),
@@ -183,9 +143,7 @@ def _policy_snapshot(policy: FieldPolicy) -> dict[str, Any]:
         "authorized_issuers": list(policy.authorized_issuers),
         "canonical_ref_prefix": policy.canonical_ref_prefix,
         "canonical_source": policy.canonical_source,
-        "recheck_interval": duration_iso_string(policy.recheck_interval)
-        if policy.recheck_interval
-        else None,
+        "recheck_interval": duration_iso_string(policy.recheck_interval) if policy.recheck_interval else None,
         "recheck_before_action": policy.recheck_before_action,
         "on_failure": policy.on_failure,
         "risk": policy.risk,

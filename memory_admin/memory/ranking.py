@@ -30,10 +30,6 @@ def compare_source_revisions(new: str, old: str) -> int | None:
 
 def source_rank(policy: FieldPolicy | None, canonical_ref: str) -> int:
     """1 for the field's canonical source (its `canonical_ref_prefix`), 0 for every other source."""
-    if (
-        policy is not None
-        and policy.canonical_ref_prefix
-        and canonical_ref.startswith(policy.canonical_ref_prefix)
-    ):
+    if policy is not None and policy.canonical_ref_prefix and canonical_ref.startswith(policy.canonical_ref_prefix):
         return 1
     return 0

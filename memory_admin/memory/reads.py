@@ -22,9 +22,7 @@ Freshness = Literal["fresh", "recheck_due", "never_verified"]
 Purpose = Literal["answer", "action"]
 
 
-def fact_records(
-    principal: Principal, project_id: str, subject_id: str, predicate: str
-) -> Any:
+def fact_records(principal: Principal, project_id: str, subject_id: str, predicate: str) -> Any:
     return MemoryRecord.objects.filter(
         tenant_id=principal.tenant_id,
         project__key=project_id,
@@ -53,21 +51,13 @@ def as_of(
     )
 
 
-def current(
-    principal: Principal, project_id: str, subject_id: str, predicate: str
-) -> MemoryRecord | None:
+def current(principal: Principal, project_id: str, subject_id: str, predicate: str) -> MemoryRecord | None:
     return as_of(principal, project_id, subject_id, predicate)
 
 
-def history(
-    principal: Principal, project_id: str, subject_id: str, predicate: str
-) -> list[MemoryRecord]:
+def history(principal: Principal, project_id: str, subject_id: str, predicate: str) -> list[MemoryRecord]:
     """Every version of the fact, oldest revision first (the whole supersession chain)."""
-    return list(
-        fact_records(principal, project_id, subject_id, predicate)
-        .with_public_relations()
-        .order_by("revision")
-    )
+    return list(fact_records(principal, project_id, subject_id, predicate).with_public_relations().order_by("revision"))
 
 
 def freshness_of(record: MemoryRecord, now: datetime) -> Freshness:
@@ -118,9 +108,7 @@ def _last_verified(record: MemoryRecord) -> tuple[datetime | None, Any]:
 
 def must_be_fresh_for_action(policy: FieldPolicy | None) -> bool:
     """Whether acting on this field needs a value verified and within its recheck interval."""
-    return (
-        policy is not None and policy.on_failure == FieldPolicy.OnFailure.BLOCK_ACTION
-    )
+    return policy is not None and policy.on_failure == FieldPolicy.OnFailure.BLOCK_ACTION
 
 
 def fact_view(
@@ -164,19 +152,9 @@ def fact_view(
             .first()
         )
         if dispute is None:
-            head = (
-                fact_records(principal, project_id, subject_id, predicate)
-                .filter(is_head=True)
-                .first()
-            )
-            reason = (
-                f"its current record is {head.status}"
-                if head
-                else "nothing is recorded"
-            )
-            raise NotFound(
-                f"No usable value for {subject_id}.{predicate} in {project_id}: {reason}."
-            )
+            head = fact_records(principal, project_id, subject_id, predicate).filter(is_head=True).first()
+            reason = f"its current record is {head.status}" if head else "nothing is recorded"
+            raise NotFound(f"No usable value for {subject_id}.{predicate} in {project_id}: {reason}.")
         if purpose == "action":
             raise FactDisputed(
                 "This fact is disputed; no value may be acted on until the dispute is resolved.",
@@ -208,9 +186,7 @@ def fact_view(
             "and it could not be confirmed since."
         )
     fresh_required = must_be_fresh_for_action(policy)
-    action_allowed = record.status == Status.ACCEPTED and (
-        freshness == "fresh" or not fresh_required
-    )
+    action_allowed = record.status == Status.ACCEPTED and (freshness == "fresh" or not fresh_required)
     view = FactView(
         record=record,
         status=record.status,
@@ -226,9 +202,7 @@ def fact_view(
             memory_id=record.memory_id,
             last_verified_value=verified_value,
             last_verified_at=_when(verified_at) if verified_at else None,
-            recheck_after=record.recheck_after.isoformat()
-            if record.recheck_after
-            else None,
+            recheck_after=record.recheck_after.isoformat() if record.recheck_after else None,
             caveat=caveat,
         )
     return view

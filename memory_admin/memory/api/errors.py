@@ -52,11 +52,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if response is None:
         return None
     if isinstance(exc, exceptions.ValidationError):
-        errors = (
-            exc.detail
-            if isinstance(exc.detail, dict)
-            else {"non_field_errors": exc.detail}
-        )
+        errors = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
         fields = ", ".join(sorted(str(k) for k in errors))
         response.data = {
             "code": "invalid",

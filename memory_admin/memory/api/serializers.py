@@ -21,9 +21,7 @@ def _iso(moment: datetime | None) -> str | None:
 class AwareDateTimeField(serializers.DateTimeField):
     """An ISO 8601 datetime that must carry its offset: a naive one is refused, never guessed."""
 
-    default_error_messages = {
-        "naive": "Give a timezone-aware ISO 8601 datetime (with an offset or Z)."
-    }
+    default_error_messages = {"naive": "Give a timezone-aware ISO 8601 datetime (with an offset or Z)."}
 
     def to_internal_value(self, value: Any) -> datetime:
         if isinstance(value, str):
@@ -40,16 +38,10 @@ class AwareDateTimeField(serializers.DateTimeField):
 
 
 class ISODurationField(serializers.Field):
-    default_error_messages = {
-        "invalid": "Give an ISO 8601 duration such as P1D or PT6H."
-    }
+    default_error_messages = {"invalid": "Give an ISO 8601 duration such as P1D or PT6H."}
 
     def to_internal_value(self, data: Any) -> timedelta:
-        parsed = (
-            parse_duration(data)
-            if isinstance(data, str) and data.startswith(("P", "-P"))
-            else None
-        )
+        parsed = parse_duration(data) if isinstance(data, str) and data.startswith(("P", "-P")) else None
         if parsed is None or parsed <= timedelta(0):
             self.fail("invalid")
         return parsed  # type: ignore[return-value]
@@ -81,9 +73,7 @@ def record_payload(record: MemoryRecord) -> dict[str, Any]:
             "issuer_principal_id": record.issuer.name or record.issuer.username,
         },
         "supersedes": [older.memory_id for older in record.supersedes.all()],
-        "superseded_by": record.superseded_by.memory_id
-        if record.superseded_by_id
-        else None,  # type: ignore[union-attr]
+        "superseded_by": record.superseded_by.memory_id if record.superseded_by_id else None,  # type: ignore[union-attr]
         "derived_from": record.derived_from,
         "status_reason": record.status_reason,
     }
@@ -142,16 +132,12 @@ class AssertFactSerializer(serializers.Serializer):
     valid_from = AwareDateTimeField()
     valid_to = AwareDateTimeField(required=False, allow_null=True)
     source = SourceInSerializer()
-    expected_revision = serializers.IntegerField(
-        required=False, allow_null=True, min_value=0
-    )
+    expected_revision = serializers.IntegerField(required=False, allow_null=True, min_value=0)
     derived_from = DerivedFromSerializer(many=True, required=False)
 
 
 class AssertResultSerializer(RecordSerializer):
-    outcome = serializers.ChoiceField(
-        choices=["created", "history", "unchanged", "disputed"]
-    )
+    outcome = serializers.ChoiceField(choices=["created", "history", "unchanged", "disputed"])
     dispute_id = serializers.CharField(required=False)
 
 
@@ -167,9 +153,7 @@ class RecordListQuerySerializer(serializers.Serializer):
     project_id = serializers.CharField(required=False, max_length=100)
     subject_id = serializers.CharField(required=False, max_length=200)
     predicate = serializers.CharField(required=False, max_length=200)
-    status = serializers.ChoiceField(
-        required=False, choices=MemoryRecord.Status.choices
-    )
+    status = serializers.ChoiceField(required=False, choices=MemoryRecord.Status.choices)
     valid_at = AwareDateTimeField(required=False)
     known_at = AwareDateTimeField(required=False)
 
@@ -198,9 +182,7 @@ def candidate_payload(record: MemoryRecord) -> dict[str, Any]:
     }
 
 
-def fact_payload(
-    view: FactView, project_id: str, subject_id: str, predicate: str
-) -> dict[str, Any]:
+def fact_payload(view: FactView, project_id: str, subject_id: str, predicate: str) -> dict[str, Any]:
     record = view.record
     return {
         "project_id": project_id,
@@ -242,9 +224,7 @@ class FactSerializer(serializers.Serializer):
     memory_id = serializers.CharField(allow_null=True)
     status = serializers.CharField()
     revision = serializers.IntegerField(allow_null=True)
-    freshness = serializers.ChoiceField(
-        choices=["fresh", "recheck_due", "never_verified"], allow_null=True
-    )
+    freshness = serializers.ChoiceField(choices=["fresh", "recheck_due", "never_verified"], allow_null=True)
     last_verified_at = serializers.DateTimeField(allow_null=True)
     last_verified_value = serializers.JSONField(allow_null=True)
     recheck_after = serializers.DateTimeField(allow_null=True)
@@ -264,9 +244,7 @@ def dispute_payload(dispute: Dispute) -> dict[str, Any]:
         "status": dispute.status,
         "opened_at": _iso(dispute.opened_at),
         "resolved_at": _iso(dispute.resolved_at),
-        "resolved_by": (dispute.resolved_by.name or dispute.resolved_by.username)
-        if dispute.resolved_by
-        else None,
+        "resolved_by": (dispute.resolved_by.name or dispute.resolved_by.username) if dispute.resolved_by else None,
         "winner": dispute.winner.memory_id if dispute.winner else None,
         "reason": dispute.resolution_reason,
         "candidates": [candidate_payload(c) for c in dispute.candidates.all()],
@@ -291,9 +269,7 @@ class DisputeSerializer(serializers.Serializer):
 
 
 class ResolveDisputeSerializer(serializers.Serializer):
-    winner = serializers.CharField(
-        required=False, allow_null=True, allow_blank=True, max_length=64
-    )
+    winner = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=64)
     exclude_all = serializers.BooleanField(default=False)
     reason = serializers.CharField(max_length=2000, allow_blank=True)
 
@@ -302,9 +278,7 @@ class FieldPolicySerializer(serializers.ModelSerializer):
     """Field policies as the API shows them: `project_id` null means every project of the tenant."""
 
     id = serializers.IntegerField(read_only=True)
-    project_id = serializers.CharField(
-        source="project.key", allow_null=True, required=False, max_length=100
-    )
+    project_id = serializers.CharField(source="project.key", allow_null=True, required=False, max_length=100)
     authorized_issuers = serializers.ListField(
         child=serializers.CharField(max_length=150), required=False, max_length=200
     )

@@ -32,9 +32,7 @@ def _principal(request: Request) -> Principal:
     return request.user  # type: ignore[return-value]
 
 
-def _query(
-    serializer_class: type[s.serializers.Serializer], request: Request
-) -> dict[str, Any]:
+def _query(serializer_class: type[s.serializers.Serializer], request: Request) -> dict[str, Any]:
     serializer = serializer_class(data=request.query_params)
     serializer.is_valid(raise_exception=True)
     return dict(serializer.validated_data)
@@ -46,9 +44,7 @@ class RecordViewSet(viewsets.GenericViewSet):
     lookup_value_regex = r"[A-Za-z0-9_.:\-]+"
 
     def get_queryset(self) -> QuerySet[MemoryRecord]:
-        return MemoryRecord.objects.for_tenant(
-            _principal(self.request).tenant_id
-        ).with_public_relations()  # type: ignore[arg-type]
+        return MemoryRecord.objects.for_tenant(_principal(self.request).tenant_id).with_public_relations()  # type: ignore[arg-type]
 
     def _record(self, memory_id: str) -> MemoryRecord:
         record = self.get_queryset().filter(memory_id=memory_id).first()
@@ -69,15 +65,11 @@ class RecordViewSet(viewsets.GenericViewSet):
             from django.utils import timezone
 
             now = timezone.now()
-            records = records.as_of(
-                query.get("valid_at", now), query.get("known_at", now)
-            )
+            records = records.as_of(query.get("valid_at", now), query.get("known_at", now))
         page = self.paginate_queryset(records)
         return self.get_paginated_response([s.record_payload(r) for r in page or []])
 
-    @extend_schema(
-        request=s.AssertFactSerializer, responses={201: s.AssertResultSerializer}
-    )
+    @extend_schema(request=s.AssertFactSerializer, responses={201: s.AssertResultSerializer})
     def create(self, request: Request) -> Response:
         body = s.AssertFactSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -109,21 +101,15 @@ class RecordViewSet(viewsets.GenericViewSet):
     @action(detail=True, methods=["get"])
     def history(self, request: Request, memory_id: str) -> Response:
         record = self._record(memory_id)
-        chain = reads.history(
-            _principal(request), record.project.key, record.subject_id, record.predicate
-        )
-        return Response(
-            {"memory_id": memory_id, "results": [s.record_payload(r) for r in chain]}
-        )
+        chain = reads.history(_principal(request), record.project.key, record.subject_id, record.predicate)
+        return Response({"memory_id": memory_id, "results": [s.record_payload(r) for r in chain]})
 
     @extend_schema(request=s.ReasonSerializer, responses=s.RecordSerializer)
     @action(detail=True, methods=["post"])
     def exclude(self, request: Request, memory_id: str) -> Response:
         body = s.ReasonSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        actions.exclude_record(
-            _principal(request), memory_id, body.validated_data["reason"]
-        )
+        actions.exclude_record(_principal(request), memory_id, body.validated_data["reason"])
         return Response(s.record_payload(self._record(memory_id)))
 
     @extend_schema(request=s.ExpireSerializer, responses=s.RecordSerializer)
@@ -153,11 +139,7 @@ class CurrentFactViewSet(viewsets.ViewSet):
             valid_at=query.get("valid_at"),
             known_at=query.get("known_at"),
         )
-        return Response(
-            s.fact_payload(
-                view, query["project_id"], query["subject_id"], query["predicate"]
-            )
-        )
+        return Response(s.fact_payload(view, query["project_id"], query["subject_id"], query["predicate"]))
 
 
 class DisputeViewSet(viewsets.GenericViewSet):
@@ -233,9 +215,7 @@ class FieldPolicyViewSet(
     pagination_class = OldestFirstCursorPagination
 
     def get_queryset(self) -> QuerySet[FieldPolicy]:
-        return FieldPolicy.objects.filter(
-            tenant_id=_principal(self.request).tenant_id
-        ).select_related("project")
+        return FieldPolicy.objects.filter(tenant_id=_principal(self.request).tenant_id).select_related("project")
 
     def _data(self, serializer: s.FieldPolicySerializer) -> dict[str, Any]:
         data = dict(serializer.validated_data)
@@ -244,9 +224,7 @@ class FieldPolicyViewSet(
         return data
 
     def perform_create(self, serializer: s.FieldPolicySerializer) -> None:  # type: ignore[override]
-        serializer.instance = policies.save_field_policy(
-            _principal(self.request), self._data(serializer)
-        )
+        serializer.instance = policies.save_field_policy(_principal(self.request), self._data(serializer))
 
     def perform_update(self, serializer: s.FieldPolicySerializer) -> None:  # type: ignore[override]
         serializer.instance = policies.save_field_policy(

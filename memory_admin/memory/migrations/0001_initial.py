@@ -230,9 +230,7 @@ class Migration(migrations.Migration):
                 ),
                 (
                     "candidates",
-                    models.ManyToManyField(
-                        related_name="disputes", to="memory.memoryrecord"
-                    ),
+                    models.ManyToManyField(related_name="disputes", to="memory.memoryrecord"),
                 ),
                 (
                     "winner",
@@ -304,9 +302,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddConstraint(
             model_name="project",
-            constraint=models.UniqueConstraint(
-                fields=("tenant", "key"), name="project_unique_key_per_tenant"
-            ),
+            constraint=models.UniqueConstraint(fields=("tenant", "key"), name="project_unique_key_per_tenant"),
         ),
         migrations.AddIndex(
             model_name="memoryrecord",
@@ -314,9 +310,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name="memoryrecord",
-            index=models.Index(
-                fields=["tenant", "status", "-id"], name="record_tenant_status_newest"
-            ),
+            index=models.Index(fields=["tenant", "status", "-id"], name="record_tenant_status_newest"),
         ),
         migrations.AddIndex(
             model_name="memoryrecord",
@@ -384,9 +378,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name="dispute",
-            index=models.Index(
-                fields=["tenant", "status", "id"], name="dispute_tenant_queue"
-            ),
+            index=models.Index(fields=["tenant", "status", "id"], name="dispute_tenant_queue"),
         ),
         migrations.AddConstraint(
             model_name="dispute",

@@ -12,15 +12,9 @@ class Command(BaseCommand):
     help = "Create a tenant and principal as needed, and print a new API token on the last line."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument(
-            "--tenant", required=True, help="tenant slug, created if missing"
-        )
-        parser.add_argument(
-            "--name", required=True, help="principal name inside the tenant"
-        )
-        parser.add_argument(
-            "--role", action="append", required=True, choices=Role.values, dest="roles"
-        )
+        parser.add_argument("--tenant", required=True, help="tenant slug, created if missing")
+        parser.add_argument("--name", required=True, help="principal name inside the tenant")
+        parser.add_argument("--role", action="append", required=True, choices=Role.values, dest="roles")
         parser.add_argument("--password", help="login password (humans)")
 
     def handle(
@@ -37,8 +31,6 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         token = issue_token(principal, label="create_principal")
-        self.stdout.write(
-            f"{principal.kind} {principal.username} roles={','.join(principal.roles)}"
-        )
+        self.stdout.write(f"{principal.kind} {principal.username} roles={','.join(principal.roles)}")
         self.stdout.write("API token (shown once):")
         self.stdout.write(token)

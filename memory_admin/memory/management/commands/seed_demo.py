@@ -8,9 +8,7 @@ from memory_admin.memory.demo import PASSWORD, TENANT, seed_demo
 
 
 class Command(BaseCommand):
-    help = (
-        "Load the demo tenant (the article's story plus synthetic volume). Idempotent."
-    )
+    help = "Load the demo tenant (the article's story plus synthetic volume). Idempotent."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -22,11 +20,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, subjects: int, **_: Any) -> None:
         result = seed_demo(subjects=subjects)
-        self.stdout.write(
-            f"Demo tenant '{TENANT}' ready ({result['synthetic_records']} synthetic records added)."
-        )
-        self.stdout.write(
-            f"Humans: owner@{TENANT}, compliance@{TENANT}, admin@{TENANT} (password '{PASSWORD}')."
-        )
+        self.stdout.write(f"Demo tenant '{TENANT}' ready ({result['synthetic_records']} synthetic records added).")
+        self.stdout.write(f"Humans: owner@{TENANT}, compliance@{TENANT}, admin@{TENANT} (password '{PASSWORD}').")
         self.stdout.write(f"Agent agent@{TENANT} API token (shown once):")
         self.stdout.write(result["agent_token"])
