@@ -148,6 +148,7 @@ USE_TZ = True
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)
 
 # --- Request limits ---------------------------------------------------------------------------
 # A body larger than this is refused with 413 before it is parsed.

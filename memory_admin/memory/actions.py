@@ -291,7 +291,9 @@ def _assert_locked(
 
     same_source = head.source_canonical_ref == a.source_canonical_ref
     order = compare_source_revisions(a.source_revision, head.source_revision) if same_source else None
-    outranked = source_rank(policy, a.source_canonical_ref) < source_rank(policy, head.source_canonical_ref)
+    new_rank = source_rank(policy, a.source_canonical_ref)
+    head_rank = source_rank(policy, head.source_canonical_ref)
+    outranked = new_rank < head_rank
 
     # Step 3: a late import of an older revision, or a lesser source against the canonical one.
     if (same_source and order is not None and order < 0) or outranked:
@@ -313,20 +315,19 @@ def _assert_locked(
 
     # Step 5: equal-rank sources that disagree and cannot be ordered.
     orderable = (same_source and order is not None and order > 0) or a.valid_from > head.valid_from
-    if head.status == Status.ACCEPTED and a.value != head.value and not orderable:
+    if new_rank == head_rank and head.status == Status.ACCEPTED and a.value != head.value and not orderable:
         return _open_dispute(principal, head, a, next_revision, verified_at, common, now)
 
     # Step 6: compare-and-swap on the revision the writer read.
     if a.expected_revision is None:
         raise ExpectedRevisionRequired(
             f"This fact has a current record (revision {head.revision}); send expected_revision.",
-            current_revision=head.revision,
+            current=head,
         )
     if a.expected_revision != head.revision:
         raise RevisionConflict(
             f"expected_revision {a.expected_revision} is stale; the current revision is {head.revision}.",
-            current_revision=head.revision,
-            current_memory_id=head.memory_id,
+            current=head,
         )
     before = audit.snapshot(head)
     head.is_head = False
