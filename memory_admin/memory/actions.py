@@ -538,6 +538,8 @@ def resolve_dispute(
             raise InvalidInput({"winner": [f"{winner!r} is not a candidate of this dispute."]})
         facts = MemoryRecord.objects.for_fact(dispute.project, dispute.subject_id, dispute.predicate)
         facts.filter(is_head=True).update(is_head=False)
+        # The winner is saved last, after every other head flag is cleared.
+        candidates.sort(key=lambda record: record is chosen)
         for record in candidates:
             before = audit.snapshot(record)
             if exclude_all:
@@ -548,6 +550,7 @@ def resolve_dispute(
                 record.entered_current = record.is_head = True
             else:
                 record.status = Status.SUPERSEDED
+                record.is_head = False
                 record.superseded_by = chosen
                 if record.entered_current:
                     record.recorded_to = now
