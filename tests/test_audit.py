@@ -1,0 +1,37 @@
+"""The audit log is append-only: no door of the app, nor SQL on PostgreSQL, can rewrite it."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import DatabaseError, connection, transaction
+
+from memory_admin.memory.models import AuditEvent
+
+
+def test_every_domain_change_writes_an_audit_event_with_actor_and_before_after(moved_deadline):
+    superseded = AuditEvent.objects.get(action="record.superseded")
+    assert superseded.actor_name == "agent-7"
+    assert superseded.before["status"] == "accepted"
+    assert superseded.after["status"] == "superseded"
+    assert superseded.after["superseded_by"] == moved_deadline[1].record.memory_id
+
+
+def test_the_model_refuses_to_update_or_delete_audit_events(moved_deadline):
+    event = AuditEvent.objects.first()
+    event.reason = "rewritten"
+    with pytest.raises(PermissionError):
+        event.save()
+    with pytest.raises(PermissionError):
+        event.delete()
+    with pytest.raises(PermissionError):
+        AuditEvent.objects.filter(pk=event.pk).update(reason="rewritten")
+    with pytest.raises(PermissionError):
+        AuditEvent.objects.all().delete()
+
+
+def test_postgres_refuses_sql_updates_and_deletes_of_audit_events(moved_deadline):
+    event = AuditEvent.objects.first()
+    for sql in ("UPDATE memory_auditevent SET reason = 'x' WHERE id = %s", "DELETE FROM memory_auditevent WHERE id = %s"):
+        with pytest.raises(DatabaseError, match="immutable"), transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(sql, [event.pk])
+    assert AuditEvent.objects.get(pk=event.pk).reason == event.reason
