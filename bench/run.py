@@ -1,0 +1,760 @@
+"""Performance benchmark of the record store on PostgreSQL (`make bench`).
+
+1. creates the bench database if needed and migrates it;
+2. generates the bench tenant's records with COPY, once (kept between runs; `--regenerate` starts over);
+3. times the records list (first page, a deep cursor page, a filtered list) through the real API in
+   process, as-of lookups through the domain layer, and compare-and-swap writes through
+   `assert_fact`, single-process and in parallel processes;
+4. prints median/p95 next to the targets. It never asserts timings.
+
+Run: `make bench` or
+`DATABASE_URL=postgres://postgres@127.0.0.1:5432/memory_admin_bench .venv/bin/python bench/run.py --records 20000`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import multiprocessing
+import os
+import random
+import statistics
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+TENANT = "bench"
+AGENT = "bench-agent"
+PROJECTS = 10
+PREDICATES = 100
+SPAN = timedelta(days=5 * 365)  # generated valid times lie in the five years before yesterday
+GENERATED_PREFIX = "mem-b-"  # memory_id prefix of generated rows (assert_fact's own ids are mem-<hex>)
+COPY_CHUNK_ROWS = 100_000  # rows per COPY statement (each ends at a subject boundary)
+
+# Columns the generator fills, in COPY order. Any other NOT NULL column without a default is refused.
+COLUMNS = (
+    "id", "tenant_id", "project_id", "memory_id", "subject_id", "predicate", "value", "status",
+    "status_reason", "valid_from", "valid_to", "asserted_valid_to", "valid_to_recorded_at", "recorded_from",
+    "recorded_to", "last_verified_at", "recheck_after", "retain_until", "revision", "source_canonical_ref",
+    "source_revision", "issuer_id", "entered_current", "is_head", "superseded_by_id", "derived_from",
+)  # fmt: skip
+
+TARGET_LIST_P95_MS = 30.0
+TARGET_AS_OF_MEDIAN_MS = 5.0
+TARGET_WRITES_PER_S = 500.0
+
+
+# --- Django -------------------------------------------------------------------------------------
+
+
+def setup_django() -> None:
+    """Import Django with the project's settings; the bench runs with DEBUG off, like production."""
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
+    os.environ["DJANGO_SETTINGS_MODULE"] = "memory_admin.settings"
+    os.environ.setdefault("DEBUG", "0")  # DEBUG on would log every query and skew the figures
+    os.environ.setdefault("SECRET_KEY", "bench-only-not-a-secret")
+    import django
+
+    django.setup()
+
+
+def admin_connection() -> Any:
+    """An autocommit connection to the server's `postgres` database (to create or drop the bench one)."""
+    import psycopg
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    return psycopg.connect(
+        host=db.get("HOST") or None,
+        port=db.get("PORT") or None,
+        user=db.get("USER") or None,
+        password=db.get("PASSWORD") or None,
+        dbname="postgres",
+        autocommit=True,
+    )
+
+
+def prepare_database(regenerate: bool) -> None:
+    """Refuse anything but PostgreSQL; create (or with `regenerate`, drop and recreate) the database."""
+    from django.conf import settings
+    from django.db import connection, connections
+    from psycopg import sql
+
+    if connection.vendor != "postgresql":
+        sys.exit(
+            f"bench needs PostgreSQL, but the database is {connection.vendor!r}.\n"
+            "Run `make bench`, or set DATABASE_URL=postgres://postgres@127.0.0.1:5432/memory_admin_bench."
+        )
+    name = settings.DATABASES["default"]["NAME"]
+    connections.close_all()
+    with admin_connection() as admin:
+        exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone() is not None
+        if exists and regenerate:
+            if "bench" not in name:
+                sys.exit(f"Refusing to drop database {name!r}: --regenerate only drops a database named *bench*.")
+            print(f"Dropping database {name} (--regenerate)")
+            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+            exists = False
+        if not exists:
+            print(f"Creating database {name}")
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+
+
+def migrate() -> None:
+    from django.core.management import call_command
+
+    started = time.perf_counter()
+    call_command("migrate", interactive=False, verbosity=0)
+    print(f"Migrations applied ({time.perf_counter() - started:.1f} s)")
+
+
+def server_version() -> str:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version")
+        return str(cursor.fetchone()[0])
+
+
+# --- Data generation ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Layout:
+    records: int
+    subjects: int
+
+    @property
+    def projects(self) -> int:
+        return min(PROJECTS, self.subjects)
+
+    def records_of(self, subject: int) -> int:
+        base, extra = divmod(self.records, self.subjects)
+        return base + (1 if subject < extra else 0)
+
+
+def subject_key(i: int) -> str:
+    return f"subj-{i:05d}"
+
+
+def generated_count(tenant_id: int) -> int:
+    from memory_admin.memory.models import MemoryRecord
+
+    return MemoryRecord.objects.filter(tenant_id=tenant_id, memory_id__startswith=GENERATED_PREFIX).count()
+
+
+def matches_layout(tenant_id: int, layout: Layout) -> bool:
+    """Whether the generated data has the asked-for size: the record count, then the last subject."""
+    from memory_admin.memory.models import MemoryRecord
+
+    if generated_count(tenant_id) != layout.records:
+        return False
+    subjects = MemoryRecord.objects.filter(tenant_id=tenant_id)
+    return (
+        subjects.filter(subject_id=subject_key(layout.subjects - 1)).exists()
+        and not subjects.filter(subject_id=subject_key(layout.subjects)).exists()
+    )
+
+
+def check_columns() -> None:
+    """Fail loudly when the table gained a NOT NULL column the generator does not fill."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT column_name, is_nullable, column_default IS NOT NULL OR is_identity = 'YES' "
+            "FROM information_schema.columns WHERE table_name = 'memory_memoryrecord' "
+            "AND table_schema = current_schema()"
+        )
+        rows = cursor.fetchall()
+    present = {name for name, _, _ in rows}
+    missing = [c for c in COLUMNS if c not in present]
+    unfilled = [name for name, nullable, has_default in rows if nullable == "NO" and not has_default]
+    unfilled = [name for name in unfilled if name not in COLUMNS]
+    if missing or unfilled:
+        sys.exit(
+            "memory_memoryrecord no longer matches the generator "
+            f"(columns gone: {missing or 'none'}; NOT NULL columns not filled: {unfilled or 'none'}). "
+            "Update COLUMNS in bench/run.py."
+        )
+
+
+def generate_lines(
+    layout: Layout,
+    *,
+    first_id: int,
+    tenant_id: int,
+    issuer_id: int,
+    project_ids: list[int],
+    end: datetime,
+    seed: int,
+) -> Iterator[tuple[int, list[str]]]:
+    """COPY text lines, one subject at a time: (subject index, lines).
+
+    Each fact key (subject, predicate) gets a chain of revisions 1..k at distinct whole hours of valid
+    time, recorded 0-59 minutes after they became valid. Only the last revision is the accepted head;
+    every earlier one is superseded by the next one, its validity cut at the next one's valid_from,
+    the cut recorded when the next one was.
+    """
+    rng = random.Random(seed)
+    start = end - SPAN
+    span_hours = int(SPAN.total_seconds() // 3600)
+    hour_text: dict[int, str] = {}
+
+    def hour(h: int) -> str:
+        text = hour_text.get(h)
+        if text is None:
+            text = hour_text[h] = (start + timedelta(hours=h)).strftime("%Y-%m-%d %H")
+        return text
+
+    next_id = first_id
+    for s in range(layout.subjects):
+        subject = subject_key(s)
+        project_id = project_ids[s % len(project_ids)]
+        source = f"bench://crm/{subject}"
+        n = layout.records_of(s)
+        facts = min(PREDICATES, max(1, round(n / 3)))
+        chains = [1] * facts
+        for _ in range(n - facts):
+            chains[rng.randrange(facts)] += 1
+        predicates = rng.sample(range(PREDICATES), facts)
+        lines: list[str] = []
+        for predicate_no, k in zip(predicates, chains, strict=True):
+            predicate = f"p{predicate_no:02d}"
+            hours = sorted(rng.sample(range(span_hours), k))
+            valid_from = [f"{hour(h)}:00:00+00" for h in hours]
+            recorded_from = []
+            for h in hours:
+                lag = rng.randrange(3600)
+                recorded_from.append(f"{hour(h)}:{lag // 60:02d}:{lag % 60:02d}+00")
+            for j in range(k):
+                rid = next_id + j
+                rev = j + 1
+                if j < k - 1:  # superseded by the next revision
+                    status, valid_to, cut_at, head, successor = (
+                        "superseded", valid_from[j + 1], recorded_from[j + 1], "f", str(rid + 1),
+                    )  # fmt: skip
+                else:
+                    status, valid_to, cut_at, head, successor = "accepted", r"\N", r"\N", "t", r"\N"
+                lines.append(
+                    f'{rid}\t{tenant_id}\t{project_id}\t{GENERATED_PREFIX}{rid}\t{subject}\t{predicate}\t"v{rid}"\t'
+                    f"{status}\t\t{valid_from[j]}\t{valid_to}\t\\N\t{cut_at}\t{recorded_from[j]}\t{cut_at}\t"
+                    f"\\N\t\\N\t\\N\t{rev}\t{source}\tr{rev}\t{issuer_id}\tt\t{head}\t{successor}\t[]\n"
+                )
+            next_id += k
+        yield s, lines
+
+
+def generate(layout: Layout, tenant_id: int, issuer_id: int, seed: int) -> float:
+    """COPY the layout's records into memory_memoryrecord in one transaction; returns the seconds taken."""
+    from django.db import connection, transaction
+    from django.utils import timezone
+
+    from memory_admin.memory.models import Project
+
+    check_columns()
+    started = time.perf_counter()
+    end = timezone.now().replace(minute=0, second=0, microsecond=0) - timedelta(days=1)
+    print(
+        f"Generating {layout.records:,} records: {layout.subjects:,} subjects in {layout.projects} projects, "
+        f"predicates p00..p{PREDICATES - 1:02d}, valid time {(end - SPAN):%Y-%m-%d}..{end:%Y-%m-%d}"
+    )
+    copy_sql = f"COPY memory_memoryrecord ({', '.join(COLUMNS)}) FROM STDIN"
+    with transaction.atomic():
+        project_ids = [
+            Project.objects.get_or_create(tenant_id=tenant_id, key=f"proj-{p:02d}", defaults={"name": f"Bench {p}"})[
+                0
+            ].pk
+            for p in range(layout.projects)
+        ]
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT coalesce(max(id), 0) + 1 FROM memory_memoryrecord")
+            first_id = int(cursor.fetchone()[0])
+        connection.ensure_connection()
+        raw = connection.connection  # the psycopg connection, inside Django's transaction
+        rows = 0
+        chunks = generate_lines(
+            layout,
+            first_id=first_id,
+            tenant_id=tenant_id,
+            issuer_id=issuer_id,
+            project_ids=project_ids,
+            end=end,
+            seed=seed,
+        )
+        pending = next(chunks, None)
+        while pending is not None:
+            chunk_rows = 0
+            with raw.cursor() as cur, cur.copy(copy_sql) as copy:
+                # Chunks end at subject boundaries, so a superseded_by reference never crosses a COPY.
+                while pending is not None and chunk_rows < COPY_CHUNK_ROWS:
+                    _, lines = pending
+                    copy.write("".join(lines))
+                    chunk_rows += len(lines)
+                    pending = next(chunks, None)
+            rows += chunk_rows
+            elapsed = time.perf_counter() - started
+            print(f"  {rows:>10,} rows copied  ({elapsed:6.1f} s, {rows / elapsed:,.0f} rows/s)", flush=True)
+        copied = time.perf_counter()
+        print("  committing (deferred exclusion constraint checked now)...", flush=True)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT setval(pg_get_serial_sequence('memory_memoryrecord', 'id'), "
+            "(SELECT max(id) FROM memory_memoryrecord))"
+        )
+    committed = time.perf_counter()
+    print(f"  committed ({committed - copied:.1f} s); VACUUM ANALYZE...", flush=True)
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM (ANALYZE) memory_memoryrecord")
+        cursor.execute("ANALYZE")
+    total = time.perf_counter() - started
+    print(f"  vacuumed and analyzed ({time.perf_counter() - committed:.1f} s); generation took {total:.1f} s")
+    return total
+
+
+def check_generated(tenant_id: int) -> None:
+    """The invariants the generator promises (the constraints themselves were checked by PostgreSQL)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT
+              count(*) FILTER (WHERE is_head AND status <> 'accepted'),
+              count(*) FILTER (WHERE NOT is_head AND superseded_by_id IS NULL),
+              count(*) FILTER (WHERE status = 'accepted' AND valid_to IS NOT NULL)
+            FROM memory_memoryrecord WHERE tenant_id = %s AND memory_id LIKE %s
+            """,
+            [tenant_id, GENERATED_PREFIX + "%"],
+        )
+        bad = cursor.fetchone()
+    if any(bad):
+        sys.exit(f"Generated data is inconsistent: {bad} (non-accepted heads, orphans, closed accepted rows)")
+
+
+# --- Measurement --------------------------------------------------------------------------------
+
+
+@dataclass
+class Figure:
+    name: str
+    samples_ms: list[float]
+    target: str = ""
+    met: bool | None = None
+    note: str = ""
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples_ms)
+
+    @property
+    def p95(self) -> float:
+        return percentile(self.samples_ms, 95)
+
+
+def percentile(samples: list[float], pct: float) -> float:
+    ordered = sorted(samples)
+    return ordered[max(0, math.ceil(pct / 100 * len(ordered)) - 1)]
+
+
+def timed(fn: Callable[[int], object], iterations: int, warmup: int) -> list[float]:
+    """Milliseconds per call of fn(i), after `warmup` untimed calls."""
+    for i in range(warmup):
+        fn(-1 - i)
+    samples = []
+    for i in range(iterations):
+        t0 = time.perf_counter()
+        fn(i)
+        samples.append((time.perf_counter() - t0) * 1000)
+    return samples
+
+
+@dataclass(frozen=True)
+class Head:
+    project: str
+    subject_id: str
+    predicate: str
+    revision: int
+    source_ref: str
+    source_revision: str
+
+
+def sample_heads(tenant_id: int, n: int, seed: int) -> list[Head]:
+    """n distinct random fact keys of the tenant with their current head (as a client would read it)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT setseed(%s)", [(seed % 1000) / 1000])
+        cursor.execute(
+            """
+            SELECT p.key, r.subject_id, r.predicate, r.revision, r.source_canonical_ref, r.source_revision
+            FROM memory_memoryrecord r JOIN memory_project p ON p.id = r.project_id
+            WHERE r.tenant_id = %s AND r.is_head
+            ORDER BY random() LIMIT %s
+            """,
+            [tenant_id, n],
+        )
+        return [Head(*row) for row in cursor.fetchall()]
+
+
+def check_response(response: Any, expect_results: bool = True) -> None:
+    if response.status_code != 200:
+        sys.exit(f"GET returned {response.status_code}: {response.content[:500]!r}")
+    if expect_results and not response.json()["results"]:
+        sys.exit("GET returned an empty page")
+
+
+def path_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.path}?{parts.query}"
+
+
+def queries_per_call(fn: Callable[[], object]) -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as ctx:
+        fn()
+    return len(ctx.captured_queries)
+
+
+def bench_api(principal: Any, tenant_id: int, iterations: int, warmup: int, seed: int) -> list[Figure]:
+    from rest_framework.test import APIClient
+
+    from memory_admin.accounts.services import issue_token
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {issue_token(principal, label='bench')}")
+    first = "/api/v1/records/?page_size=50"
+    check_response(client.get(first))
+    figures = [
+        Figure(
+            "records list, first page (API)",
+            timed(lambda _: client.get(first), iterations, warmup),
+            f"p95 <= {TARGET_LIST_P95_MS:g} ms",
+            note=f"{queries_per_call(lambda: client.get(first))} queries",
+        )
+    ]
+    figures[0].met = figures[0].p95 <= TARGET_LIST_P95_MS
+
+    url, depth = first, 0
+    for _ in range(200):
+        nxt = client.get(url).json()["next"]
+        if not nxt:
+            break
+        url, depth = path_of(nxt), depth + 1
+    check_response(client.get(url))
+    deep = Figure(
+        f"records list, cursor page {depth + 1} (API)",
+        timed(lambda _: client.get(url), iterations, warmup),
+        f"p95 <= {TARGET_LIST_P95_MS:g} ms",
+    )
+    deep.met = deep.p95 <= TARGET_LIST_P95_MS
+    figures.append(deep)
+
+    keys = sample_heads(tenant_id, iterations + warmup, seed + 1)
+    urls = [f"/api/v1/records/?page_size=50&project_id={k.project}&subject_id={k.subject_id}" for k in keys]
+    check_response(client.get(urls[0]))
+    filtered = Figure(
+        "records list, ?project_id&subject_id (API)",
+        timed(lambda i: client.get(urls[i % len(urls)]), iterations, warmup),
+        f"p95 <= {TARGET_LIST_P95_MS:g} ms",
+        note="random subjects",
+    )
+    filtered.met = filtered.p95 <= TARGET_LIST_P95_MS
+    figures.append(filtered)
+    return figures
+
+
+def bench_as_of(principal: Any, tenant_id: int, iterations: int, warmup: int, seed: int) -> Figure:
+    from django.db import connection
+
+    from memory_admin.memory import reads
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT min(valid_from), max(recorded_from) FROM memory_memoryrecord WHERE tenant_id = %s",
+            [tenant_id],
+        )
+        low, high = cursor.fetchone()
+    rng = random.Random(seed)
+    keys = sample_heads(tenant_id, iterations + warmup, seed + 2)
+    span = (high - low).total_seconds()
+
+    def instant() -> datetime:
+        return low + timedelta(seconds=rng.uniform(0, span))
+
+    asks = [(k, instant(), instant()) for k in keys]
+    hits = 0
+
+    def lookup(i: int) -> None:
+        nonlocal hits
+        key, valid_at, known_at = asks[i % len(asks)]
+        record = reads.as_of(principal, key.project, key.subject_id, key.predicate, valid_at=valid_at, known_at=known_at)
+        if record is not None and i >= 0:
+            hits += 1
+
+    figure = Figure(
+        "as-of lookup (reads.as_of)",
+        timed(lookup, iterations, warmup),
+        f"median <= {TARGET_AS_OF_MEDIAN_MS:g} ms",
+    )
+    figure.met = figure.median <= TARGET_AS_OF_MEDIAN_MS
+    figure.note = f"{hits}/{iterations} found a record"
+    return figure
+
+
+@dataclass
+class WriteRun:
+    samples_ms: list[float]
+    started: float
+    finished: float
+    outcomes: Counter[str]
+    errors: Counter[str]
+
+
+def cas_writes(principal: Any, heads: list[Head], warmup: int, tag: str) -> WriteRun:
+    """assert_fact with expected_revision = the head's revision and the next source revision."""
+    from django.utils import timezone
+
+    from memory_admin.memory.actions import Assertion, assert_fact
+
+    outcomes: Counter[str] = Counter()
+    errors: Counter[str] = Counter()
+    samples: list[float] = []
+
+    def write(i: int, head: Head) -> None:
+        assertion = Assertion(
+            project_id=head.project,
+            subject_id=head.subject_id,
+            predicate=head.predicate,
+            value=f"{tag}-{i}",
+            valid_from=timezone.now(),
+            source_canonical_ref=head.source_ref,
+            source_revision=f"r{int(head.source_revision.lstrip('r')) + 1}",
+            expected_revision=head.revision,
+        )
+        try:
+            outcomes[assert_fact(principal, assertion).outcome.value] += 1
+        except Exception as exc:  # reported, never hidden: a failed write is a finding
+            errors[f"{type(exc).__name__}: {str(exc)[:160]}"] += 1
+
+    for i, head in enumerate(heads[:warmup]):
+        write(i, head)
+    outcomes.clear()
+    started = time.perf_counter()
+    for i, head in enumerate(heads[warmup:], start=warmup):
+        t0 = time.perf_counter()
+        write(i, head)
+        samples.append((time.perf_counter() - t0) * 1000)
+    return WriteRun(samples, started, time.perf_counter(), outcomes, errors)
+
+
+def bench_principal() -> Any:
+    from memory_admin.accounts.models import Principal
+
+    return Principal.objects.select_related("tenant").get(username=f"{AGENT}@{TENANT}")
+
+
+def _write_worker(heads: list[Head], warmup: int, tag: str, barrier: Any, results: Any) -> None:
+    """One writer process: its own Django and database connection, its own fact keys."""
+    setup_django()
+    principal = bench_principal()
+    from django.db import connection
+
+    connection.ensure_connection()
+    barrier.wait()
+    run = cas_writes(principal, heads, warmup, tag)
+    connection.close()
+    results.put(run)
+
+
+def verify_writes(tenant_id: int, heads: list[Head]) -> str:
+    """Each written fact key: one head at revision+1, accepted, superseding the old head."""
+    from memory_admin.memory.models import MemoryRecord
+
+    problems = 0
+    for head in heads:
+        rows = {
+            r.revision: r
+            for r in MemoryRecord.objects.filter(
+                tenant_id=tenant_id,
+                project__key=head.project,
+                subject_id=head.subject_id,
+                predicate=head.predicate,
+                revision__gte=head.revision,
+            )
+        }
+        old, new = rows.get(head.revision), rows.get(head.revision + 1)
+        ok = (
+            old is not None
+            and new is not None
+            and new.is_head
+            and new.status == "accepted"
+            and not old.is_head
+            and old.status == "superseded"
+            and old.superseded_by_id == new.pk
+            and old.valid_to == new.valid_from
+        )
+        problems += not ok
+    return f"{len(heads) - problems}/{len(heads)} sampled writes verified in the database"
+
+
+def bench_writes(
+    principal: Any, tenant_id: int, writes: int, processes: int, warmup: int, seed: int
+) -> tuple[list[Figure], list[str]]:
+    per_process = max(1, writes // processes)
+    notes: list[str] = []
+    figures: list[Figure] = []
+
+    heads = sample_heads(tenant_id, per_process + warmup, seed + 3)
+    single = cas_writes(principal, heads, warmup, f"bench-{seed}-s")
+    rate = len(single.samples_ms) / (single.finished - single.started)
+    figures.append(
+        Figure(
+            "CAS write (assert_fact), 1 process",
+            single.samples_ms,
+            note=f"{rate:,.0f} writes/s",
+        )
+    )
+    notes.append(f"1 process: outcomes {dict(single.outcomes)}; errors {dict(single.errors) or 'none'}")
+    notes.append("1 process: " + verify_writes(tenant_id, heads[warmup:][:50]))
+
+    from django.db import connection
+
+    connection.close()  # children connect on their own; nothing is shared with them
+    heads = sample_heads(tenant_id, (per_process + warmup) * processes, seed + 4)
+    parts = [heads[p::processes] for p in range(processes)]
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(processes)
+    results = ctx.Queue()
+    workers = [
+        ctx.Process(target=_write_worker, args=(part, warmup, f"bench-{seed}-m{p}", barrier, results))
+        for p, part in enumerate(parts)
+    ]
+    for worker in workers:
+        worker.start()
+    runs: list[WriteRun] = [results.get() for _ in workers]
+    for worker in workers:
+        worker.join()
+    wall = max(r.finished for r in runs) - min(r.started for r in runs)
+    total = sum(len(r.samples_ms) for r in runs)
+    rate = total / wall
+    samples = [s for r in runs for s in r.samples_ms]
+    parallel = Figure(
+        f"CAS write (assert_fact), {processes} processes",
+        samples,
+        f">= {TARGET_WRITES_PER_S:g} writes/s",
+        met=rate >= TARGET_WRITES_PER_S,
+        note=f"{rate:,.0f} writes/s ({total} writes in {wall:.2f} s)",
+    )
+    figures.append(parallel)
+    outcomes = sum((r.outcomes for r in runs), Counter[str]())
+    errors = sum((r.errors for r in runs), Counter[str]())
+    notes.append(f"{processes} processes: outcomes {dict(outcomes)}; errors {dict(errors) or 'none'}")
+    notes.append(f"{processes} processes: " + verify_writes(tenant_id, [h for part in parts for h in part[warmup:]][:50]))
+    return figures, notes
+
+
+# --- Report -------------------------------------------------------------------------------------
+
+
+def print_table(figures: list[Figure]) -> None:
+    header = f"{'benchmark':<46} {'n':>5} {'median ms':>10} {'p95 ms':>8}  {'target':<22} {'met':<4} note"
+    print(header)
+    print("-" * len(header))
+    for f in figures:
+        met = "" if f.met is None else ("yes" if f.met else "NO")
+        print(
+            f"{f.name:<46} {len(f.samples_ms):>5} {f.median:>10.2f} {f.p95:>8.2f}  {f.target:<22} {met:<4} {f.note}"
+        )
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=1_000_000, help="generated records (default 1,000,000)")
+    parser.add_argument("--subjects", type=int, default=10_000, help="subjects they are spread over (default 10,000)")
+    parser.add_argument("--iterations", type=int, default=200, help="timed calls per read benchmark (default 200)")
+    parser.add_argument("--writes", type=int, default=2000, help="CAS writes in the parallel run (default 2000)")
+    parser.add_argument("--processes", type=int, default=2, help="writer processes in the parallel run (default 2)")
+    parser.add_argument("--seed", type=int, default=42, help="random seed of the data and of the samples")
+    parser.add_argument(
+        "--regenerate", action="store_true", help="drop and recreate the bench database, then generate the data"
+    )
+    args = parser.parse_args(argv)
+    if args.subjects < 1 or args.records < args.subjects:
+        parser.error("need --subjects >= 1 and --records >= --subjects")
+    if args.iterations < 1 or args.writes < 1 or args.processes < 1:
+        parser.error("--iterations, --writes and --processes must be positive")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    setup_django()
+    prepare_database(args.regenerate)
+    migrate()
+
+    from django.conf import settings
+    from django.db import connection
+
+    from memory_admin.accounts.services import ensure_principal
+    from memory_admin.memory.models import MemoryRecord
+
+    layout = Layout(args.records, args.subjects)
+    principal = ensure_principal(TENANT, AGENT, ["agent"])
+    tenant_id = principal.tenant_id
+    generation = "kept from an earlier run"
+    present = generated_count(tenant_id)
+    if present and not matches_layout(tenant_id, layout):
+        print(f"The bench tenant holds {present:,} generated records, not {layout.records:,} over {layout.subjects:,} subjects.")
+        prepare_database(regenerate=True)
+        migrate()
+        principal = ensure_principal(TENANT, AGENT, ["agent"])
+        tenant_id = principal.tenant_id
+        present = 0
+    if present == 0:
+        generation = f"generated in {generate(layout, tenant_id, principal.pk, args.seed):.1f} s"
+    else:
+        print(f"Bench data present ({present:,} generated records); use --regenerate to start over")
+    check_generated(tenant_id)
+    principal = bench_principal()
+
+    warmup = max(5, args.iterations // 10)
+    total = MemoryRecord.objects.filter(tenant_id=tenant_id).count()
+    heads = MemoryRecord.objects.filter(tenant_id=tenant_id, is_head=True).count()
+    print()
+    print(f"PostgreSQL {server_version()}, database {settings.DATABASES['default']['NAME']}, DEBUG={settings.DEBUG}")
+    print(
+        f"Records: {total:,} in the bench tenant ({layout.records:,} generated, {generation}), "
+        f"{heads:,} fact keys, {layout.subjects:,} subjects, {layout.projects} projects; "
+        f"{os.cpu_count()} CPUs"
+    )
+    print(f"Iterations: {args.iterations} timed after {warmup} warm-up; writes: {args.writes} over {args.processes} processes")
+    print("Running...", flush=True)
+
+    figures = bench_api(principal, tenant_id, args.iterations, warmup, args.seed)
+    figures.append(bench_as_of(principal, tenant_id, args.iterations, warmup, args.seed))
+    write_figures, notes = bench_writes(principal, tenant_id, args.writes, args.processes, warmup, args.seed)
+    figures += write_figures
+    connection.close()
+
+    print()
+    print_table(figures)
+    print()
+    for note in notes:
+        print(f"  {note}")
+    print("Figures are printed, never asserted; targets: list p95 <= 30 ms, as-of median <= 5 ms, >= 500 CAS writes/s on 2 cores.")
+
+
+if __name__ == "__main__":
+    main()
