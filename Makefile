@@ -24,7 +24,9 @@ test: $(STAMP)
 	db_url=$$(bin/ensure-postgres); \
 	redis_url=$$(bin/ensure-redis); \
 	echo "Testing against $$db_url (redis: $${redis_url:-none})"; \
-	DATABASE_URL="$$db_url" REDIS_URL="$$redis_url" $(PY) -m pytest $(PYTEST_ARGS)
+	broker=$${redis_url:+$$redis_url/15}; \
+	DATABASE_URL="$$db_url" REDIS_URL="$$redis_url" CELERY_BROKER_URL="$${broker:-filesystem://}" \
+	CELERY_TASK_DEFAULT_QUEUE="tests-$$$$" VAR_DIR="$(CURDIR)/var/test" $(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

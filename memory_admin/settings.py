@@ -124,6 +124,7 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "processed_folder": str(_processed_dir),
         "store_processed": False,
     }
+CELERY_TASK_DEFAULT_QUEUE = envstr("CELERY_TASK_DEFAULT_QUEUE", "memory_admin")
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

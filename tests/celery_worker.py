@@ -1,0 +1,57 @@
+"""A real Celery worker process, on the broker the suite runs with, reading the test database."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _test_database_url() -> str:
+    db = connection.settings_dict
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+@contextmanager
+def running_worker(log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    env = {
+        **os.environ,
+        "DATABASE_URL": _test_database_url(),
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        "CELERY_TASK_DEFAULT_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE,
+    }
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("wb") as log:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "memory_admin", "worker", "--pool=solo", "--loglevel=INFO",
+             "--without-mingle", "--without-gossip", "-Q", settings.CELERY_TASK_DEFAULT_QUEUE],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            yield worker
+        finally:
+            worker.terminate()
+            try:
+                worker.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                worker.wait()
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return False
