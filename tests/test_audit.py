@@ -31,7 +31,10 @@ def test_the_model_refuses_to_update_or_delete_audit_events(moved_deadline):
 
 def test_postgres_refuses_sql_updates_and_deletes_of_audit_events(moved_deadline):
     event = AuditEvent.objects.first()
-    for sql in ("UPDATE memory_auditevent SET reason = 'x' WHERE id = %s", "DELETE FROM memory_auditevent WHERE id = %s"):
+    for sql in (
+        "UPDATE memory_auditevent SET reason = 'x' WHERE id = %s",
+        "DELETE FROM memory_auditevent WHERE id = %s",
+    ):
         with pytest.raises(DatabaseError, match="immutable"), transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(sql, [event.pk])
     assert AuditEvent.objects.get(pk=event.pk).reason == event.reason

@@ -252,7 +252,7 @@ def _assert_locked(
     facts = MemoryRecord.objects.for_fact(project, a.subject_id, a.predicate)
     head = facts.select_for_update().filter(is_head=True).first()
     next_revision = (facts.aggregate(m=Max("revision"))["m"] or 0) + 1
-    common = dict(
+    common: dict[str, Any] = dict(
         principal=principal,
         project=project,
         policy=policy,

@@ -86,7 +86,7 @@ def _story(p: dict[str, Principal]) -> None:
     assert_ = actions.assert_fact
     # (1) The proposal deadline: Oct 30 17:00 told on Oct 20 (r17), moved to Nov 2 on Oct 22 (r18).
     ref = "task-system:project-a/task-proposal-017"
-    deadline = {
+    deadline: dict[str, Any] = {
         "project_id": "project-a",
         "subject_id": "task-proposal-017",
         "predicate": "submission_deadline",
@@ -111,7 +111,7 @@ def _story(p: dict[str, Principal]) -> None:
         now=at(10, 23, 11), memory_id="mem-deadline-late-import",
     )  # fmt: skip
     # (4) Two facts about Sato that must not be merged: the meeting room and the meeting time.
-    sato = {"project_id": "project-a", "subject_id": "person-sato"}
+    sato: dict[str, Any] = {"project_id": "project-a", "subject_id": "person-sato"}
     assert_(
         p["agent"],
         Assertion(**sato, predicate="meeting_room", value="Room 4B", valid_from=at(10, 21),
@@ -125,7 +125,7 @@ def _story(p: dict[str, Principal]) -> None:
         now=at(10, 21, 15, 2), memory_id="mem-sato-time",
     )  # fmt: skip
     # (5) A send permission granted, then revoked.
-    send = {
+    send: dict[str, Any] = {
         "project_id": "project-a",
         "subject_id": "agent-mailer",
         "predicate": "send_permission",
@@ -143,7 +143,7 @@ def _story(p: dict[str, Principal]) -> None:
         now=at(10, 25, 10), verified_at=at(10, 25, 10), memory_id="mem-send-revoked",
     )  # fmt: skip
     # A price reported differently by two equal-rank sources: a dispute for an owner to resolve.
-    price = {
+    price: dict[str, Any] = {
         "project_id": "project-a",
         "subject_id": "product-x",
         "predicate": "unit_price",
@@ -161,7 +161,7 @@ def _story(p: dict[str, Principal]) -> None:
         now=at(10, 26, 8, 30), memory_id="mem-price-partner",
     )  # fmt: skip
     # (3) A rule effective tomorrow: today's answer stays the old limit until then.
-    limit = {
+    limit: dict[str, Any] = {
         "project_id": "project-a",
         "subject_id": "expense-policy",
         "predicate": "approval_limit",

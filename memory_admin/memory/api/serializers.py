@@ -102,7 +102,7 @@ class RecordSerializer(serializers.Serializer):
     recheck_after = serializers.DateTimeField(allow_null=True)
     retain_until = serializers.DateTimeField(allow_null=True)
     revision = serializers.IntegerField()
-    source = SourceOutSerializer()
+    source = SourceOutSerializer()  # type: ignore[assignment]
     supersedes = serializers.ListField(child=serializers.CharField())
     superseded_by = serializers.CharField(allow_null=True)
     derived_from = serializers.JSONField()
@@ -131,7 +131,7 @@ class AssertFactSerializer(serializers.Serializer):
     value = serializers.JSONField()
     valid_from = AwareDateTimeField()
     valid_to = AwareDateTimeField(required=False, allow_null=True)
-    source = SourceInSerializer()
+    source = SourceInSerializer()  # type: ignore[assignment]
     expected_revision = serializers.IntegerField(required=False, allow_null=True, min_value=0)
     derived_from = DerivedFromSerializer(many=True, required=False)
 
@@ -228,7 +228,7 @@ class FactSerializer(serializers.Serializer):
     last_verified_at = serializers.DateTimeField(allow_null=True)
     last_verified_value = serializers.JSONField(allow_null=True)
     recheck_after = serializers.DateTimeField(allow_null=True)
-    source = SourceOutSerializer(allow_null=True)
+    source = SourceOutSerializer(allow_null=True)  # type: ignore[assignment]
     caveat = serializers.CharField(allow_null=True)
     action_allowed = serializers.BooleanField()
     candidates = serializers.ListField(child=serializers.DictField())

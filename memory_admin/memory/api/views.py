@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.db.models import QuerySet
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -18,7 +19,7 @@ from memory_admin.memory.actions import Assertion, Outcome
 from memory_admin.memory.api import serializers as s
 from memory_admin.memory.api.pagination import OldestFirstCursorPagination
 from memory_admin.memory.errors import NotFound
-from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord
+from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord, RecordQuerySet
 
 _OUTCOME_STATUS = {
     Outcome.CREATED: status.HTTP_201_CREATED,
@@ -55,15 +56,13 @@ class RecordViewSet(viewsets.GenericViewSet):
     @extend_schema(parameters=[s.RecordListQuerySerializer])
     def list(self, request: Request) -> Response:
         query = _query(s.RecordListQuerySerializer, request)
-        records = self.get_queryset()
+        records = cast(RecordQuerySet, self.get_queryset())
         if "project_id" in query:
             records = records.filter(project__key=query["project_id"])
         for name in ("subject_id", "predicate", "status"):
             if name in query:
                 records = records.filter(**{name: query[name]})
         if "valid_at" in query or "known_at" in query:
-            from django.utils import timezone
-
             now = timezone.now()
             records = records.as_of(query.get("valid_at", now), query.get("known_at", now))
         page = self.paginate_queryset(records)
