@@ -257,7 +257,7 @@ def generate_lines(
 
 def generate(layout: Layout, tenant_id: int, issuer_id: int, seed: int) -> float:
     """COPY the layout's records into memory_memoryrecord in one transaction; returns the seconds taken."""
-    from django.db import connection, transaction
+    from django.db import DatabaseError, connection, transaction
     from django.utils import timezone
 
     from memory_admin.memory.models import Project
@@ -315,8 +315,16 @@ def generate(layout: Layout, tenant_id: int, issuer_id: int, seed: int) -> float
     with connection.cursor() as cursor:
         cursor.execute("VACUUM (ANALYZE) memory_memoryrecord")
         cursor.execute("ANALYZE")
+        # Flush the load's dirty pages now rather than during the measurements (needs a superuser
+        # or pg_checkpoint; without it the first figures after a generation may be noisier).
+        try:
+            cursor.execute("CHECKPOINT")
+        except DatabaseError as exc:
+            print(f"  (no CHECKPOINT: {exc})")
     total = time.perf_counter() - started
-    print(f"  vacuumed and analyzed ({time.perf_counter() - committed:.1f} s); generation took {total:.1f} s")
+    print(
+        f"  vacuumed, analyzed, checkpointed ({time.perf_counter() - committed:.1f} s); generation took {total:.1f} s"
+    )
     return total
 
 
@@ -519,6 +527,7 @@ class WriteRun:
     samples_ms: list[float]
     started: float
     finished: float
+    cpu_s: float  # this process's CPU time over the timed writes (Django and psycopg, not the server)
     outcomes: Counter[str]
     errors: Counter[str]
 
@@ -560,12 +569,12 @@ def cas_writes(
     outcomes.clear()
     if ready is not None:
         ready()
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for i, head in enumerate(heads[warmup:], start=warmup):
         t0 = time.perf_counter()
         write(i, head)
         samples.append((time.perf_counter() - t0) * 1000)
-    return WriteRun(samples, started, time.perf_counter(), outcomes, errors)
+    return WriteRun(samples, started, time.perf_counter(), time.process_time() - cpu, outcomes, errors)
 
 
 def bench_principal() -> Any:
@@ -635,6 +644,8 @@ def bench_writes(
         )
     )
     notes.append(f"1 process: outcomes {dict(single.outcomes)}; errors {dict(single.errors) or 'none'}")
+    client_cpu = single.cpu_s * 1000 / len(single.samples_ms)
+    notes.append(f"1 process: client-side CPU (Python) {client_cpu:.2f} ms per write")
     notes.append("1 process: " + verify_writes(tenant_id, heads[warmup:][:50]))
 
     from django.db import connection
@@ -678,6 +689,8 @@ def bench_writes(
     outcomes = sum((r.outcomes for r in runs), Counter[str]())
     errors = sum((r.errors for r in runs), Counter[str]())
     notes.append(f"{processes} processes: outcomes {dict(outcomes)}; errors {dict(errors) or 'none'}")
+    client_cpu = sum(r.cpu_s for r in runs) * 1000 / total
+    notes.append(f"{processes} processes: client-side CPU (Python) {client_cpu:.2f} ms per write")
     notes.append(
         f"{processes} processes: " + verify_writes(tenant_id, [h for part in parts for h in part[warmup:]][:50])
     )

@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "memory_admin.accounts",
     "memory_admin.memory",
+    "memory_admin.dashboard",
     "deletion",
 ]
 
@@ -52,13 +53,16 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "memory_admin.dashboard.middleware.TenantTimezoneMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
 ROOT_URLCONF = "memory_admin.urls"
 WSGI_APPLICATION = "memory_admin.wsgi.application"
 AUTH_USER_MODEL = "accounts.Principal"
-LOGIN_URL = "/admin/login/"
+LOGIN_URL = "dashboard:login"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "dashboard:login"
 
 TEMPLATES = [
     {

@@ -9,7 +9,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from memory_admin.accounts.models import ApiToken, Principal, Role
+from memory_admin.accounts.models import ApiToken, Principal, Role, Tenant
 from memory_admin.accounts.services import ensure_principal, issue_token
 from memory_admin.memory import actions
 from memory_admin.memory.actions import Assertion
@@ -38,6 +38,7 @@ def _principals() -> dict[str, Principal]:
         "price-feed-b": [Role.AGENT],
     }
     found = {name: ensure_principal(TENANT, name, roles, password=PASSWORD) for name, roles in people.items()}
+    Tenant.objects.filter(slug=TENANT).update(name="Demo (the article's story)", time_zone="Asia/Tokyo")
     found |= {name: ensure_principal(TENANT, name, roles) for name, roles in agents.items()}
     return found
 

@@ -1,0 +1,395 @@
+"""Dashboard pages. Each view parses input, calls the domain (actions/reads), and renders.
+
+One view serves a page and its htmx fragment (`template#partial`), so every page also works without
+JavaScript.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from functools import wraps
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db import transaction
+from django.db.models import Count, Q, TextField
+from django.db.models.functions import Cast
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import urlencode
+from django.views.decorators.http import require_POST
+
+from memory_admin.accounts.models import Principal
+from memory_admin.dashboard.forms import AsOfForm, AuditFilterForm, BulkForm, ReasonForm, RecordFilterForm, ResolveForm
+from memory_admin.memory import actions, reads
+from memory_admin.memory.errors import DomainError, Forbidden, NotFound
+from memory_admin.memory.models import AuditEvent, Dispute, MemoryRecord
+
+Status = MemoryRecord.Status
+PAGE_SIZE = 50
+
+# The four operations of PRODUCT.md rule 2, each with when it fits.
+OPERATIONS = [
+    ("exclude", "Exclude from context", "The record is wrong or must not reach an agent, but is kept for the record."),
+    ("expire", "Expire, keep as history", "The fact stopped holding and nothing replaces it; history still answers as-of questions."),
+    ("recheck", "Recheck now", "The value may have changed at its canonical source; fetch it again. (Arrives with canonical sources.)"),
+    ("delete", "Request deletion", "The content must not be kept at all, in any store. (Arrives with deletion requests.)"),
+]  # fmt: skip
+
+
+def member_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Signed in and in a tenant; domain errors become a page status and message, never a 500."""
+
+    @login_required
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not getattr(request.user, "tenant_id", None):
+            raise Http404("No tenant")
+        try:
+            return view(request, *args, **kwargs)
+        except NotFound as exc:
+            raise Http404(exc.detail) from None
+        except Forbidden as exc:
+            return render(request, "dashboard/refused.html", {"detail": exc.detail}, status=403)
+
+    return wrapper
+
+
+def _principal(request: HttpRequest) -> Principal:
+    return request.user  # type: ignore[return-value]
+
+
+def _partial(request: HttpRequest, template: str, name: str) -> str:
+    """The whole page, or only its fragment for an htmx request that targets it."""
+    return f"{template}#{name}" if request.headers.get("HX-Request") else template
+
+
+def _back(request: HttpRequest, fallback: str) -> HttpResponseRedirect:
+    target = request.POST.get("next") or fallback
+    if not target.startswith("/") or target.startswith("//"):
+        target = fallback
+    return HttpResponseRedirect(target)
+
+
+# --- Overview ---------------------------------------------------------------------------------
+
+
+@member_required
+def overview(request: HttpRequest) -> HttpResponse:
+    principal = _principal(request)
+    now = timezone.now()
+    records = MemoryRecord.objects.for_tenant(principal.tenant_id)  # type: ignore[arg-type]
+    by_status = dict(records.values_list("status").annotate(n=Count("id")).order_by())
+    accepted = records.filter(status=Status.ACCEPTED)
+    buckets = accepted.aggregate(
+        day=Count("id", filter=Q(last_verified_at__gte=now - timedelta(days=1))),
+        week=Count("id", filter=Q(last_verified_at__lt=now - timedelta(days=1), last_verified_at__gte=now - timedelta(days=7))),
+        month=Count("id", filter=Q(last_verified_at__lt=now - timedelta(days=7), last_verified_at__gte=now - timedelta(days=30))),
+        older=Count("id", filter=Q(last_verified_at__lt=now - timedelta(days=30))),
+        never=Count("id", filter=Q(last_verified_at__isnull=True)),
+        overdue=Count("id", filter=Q(recheck_after__lte=now)),
+    )  # fmt: skip
+    chart = [
+        ("verified < 1 day ago", buckets["day"]),
+        ("1–7 days", buckets["week"]),
+        ("7–30 days", buckets["month"]),
+        ("> 30 days", buckets["older"]),
+        ("never verified", buckets["never"]),
+    ]
+    peak = max([n for _, n in chart] + [1])
+    context = {
+        "counts": [(status, by_status.get(status, 0)) for status in Status.values],
+        "open_disputes": Dispute.objects.filter(tenant_id=principal.tenant_id, status=Dispute.Status.OPEN).count(),
+        "overdue": buckets["overdue"],
+        "chart": [(label, n, round(300 * n / peak)) for label, n in chart],
+        "recent": AuditEvent.objects.filter(tenant_id=principal.tenant_id).order_by("-id")[:12],
+    }
+    return render(request, "dashboard/overview.html", context)
+
+
+# --- Records ----------------------------------------------------------------------------------
+
+
+def _filtered_records(principal: Principal, data: dict[str, Any]) -> Any:
+    records = MemoryRecord.objects.for_tenant(principal.tenant_id)  # type: ignore[arg-type]
+    status = data.get("status") or Status.ACCEPTED
+    if status != "all":
+        records = records.filter(status=status)
+    if data.get("project"):
+        records = records.filter(project__key=data["project"])
+    if data.get("subject"):
+        records = records.filter(subject_id=data["subject"])
+    if data.get("predicate"):
+        records = records.filter(predicate=data["predicate"])
+    if data.get("source"):
+        records = records.filter(source_canonical_ref__startswith=data["source"])
+    now = timezone.now()
+    match data.get("freshness"):
+        case "fresh":
+            records = records.filter(last_verified_at__isnull=False).filter(
+                Q(recheck_after__isnull=True) | Q(recheck_after__gt=now)
+            )
+        case "recheck_due":
+            records = records.filter(last_verified_at__isnull=False, recheck_after__lte=now)
+        case "never_verified":
+            records = records.filter(last_verified_at__isnull=True)
+    if data.get("q"):
+        q = data["q"]
+        records = records.annotate(value_text=Cast("value", TextField())).filter(
+            Q(subject_id__icontains=q) | Q(predicate__icontains=q) | Q(value_text__icontains=q)
+        )
+    return records
+
+
+@member_required
+def record_list(request: HttpRequest) -> HttpResponse:
+    principal = _principal(request)
+    form = RecordFilterForm(request.GET)
+    rows: list[MemoryRecord] = []
+    next_after = None
+    if form.is_valid():
+        data = form.cleaned_data
+        size = data.get("size") or PAGE_SIZE
+        records = _filtered_records(principal, data).select_related("project", "issuer")
+        if data.get("after"):
+            records = records.filter(id__lt=data["after"])
+        rows = list(records.order_by("-id")[: size + 1])
+        if len(rows) > size:
+            rows = rows[:size]
+            next_after = rows[-1].pk
+    context = {
+        "form": form,
+        "rows": rows,
+        "next_after": next_after,
+        "status_view": form.cleaned_data.get("status") if form.is_valid() else "accepted",
+        "can_curate": principal.can_curate,
+    }
+    return render(request, _partial(request, "dashboard/records.html", "table"), context)
+
+
+@member_required
+@require_POST
+def bulk_records(request: HttpRequest) -> HttpResponse:
+    """Exclude or expire several records: confirm first, then apply all or none."""
+    principal = _principal(request)
+    if not principal.can_curate:
+        raise Forbidden("Only owners and admins may exclude or expire records.")
+    form = BulkForm(request.POST)
+    ids = [i for i in request.POST.getlist("ids") if i]
+    back = request.POST.get("next") or reverse("dashboard:records")
+    if not ids or not form.is_valid():
+        messages.error(request, "Select at least one record and an operation.")
+        return _back(request, back)
+    operation = form.cleaned_data["operation"]
+    records = list(
+        MemoryRecord.objects.for_tenant(principal.tenant_id)  # type: ignore[arg-type]
+        .filter(memory_id__in=ids)
+        .select_related("project")
+    )
+    if len(records) != len(set(ids)):
+        raise Http404("Some selected records do not exist.")
+    reason = form.cleaned_data["reason"]
+    if not form.cleaned_data["confirm"] or not reason:
+        if form.cleaned_data["confirm"]:
+            messages.error(request, "Give a reason; it is audited.")
+        context = {"records": records, "operation": operation, "reason": reason, "next": back,
+                   "label": dict(form.fields["operation"].choices)[operation]}  # type: ignore[attr-defined]  # fmt: skip
+        return render(
+            request, "dashboard/bulk_confirm.html", context, status=200 if not form.cleaned_data["confirm"] else 400
+        )
+    apply = actions.exclude_record if operation == "exclude" else actions.expire_record
+    try:
+        with transaction.atomic():
+            for record in records:
+                apply(principal, record.memory_id, reason)
+    except DomainError as exc:
+        messages.error(request, f"Nothing was changed: {exc.detail}")
+        return _back(request, back)
+    messages.success(request, f"{len(records)} record(s): {operation} applied.")
+    return _back(request, back)
+
+
+# --- One fact through time --------------------------------------------------------------------
+
+
+def _fact_url(record: MemoryRecord) -> str:
+    query = urlencode({"project": record.project.key, "subject": record.subject_id, "predicate": record.predicate})
+    return f"{reverse('dashboard:fact')}?{query}"
+
+
+@member_required
+def record_detail(request: HttpRequest, memory_id: str) -> HttpResponse:
+    record = actions.get_record(_principal(request), memory_id)
+    return HttpResponseRedirect(_fact_url(record) + f"#{memory_id}")
+
+
+@member_required
+def fact(request: HttpRequest) -> HttpResponse:
+    principal = _principal(request)
+    project, subject, predicate = (request.GET.get(k, "").strip() for k in ("project", "subject", "predicate"))
+    if not (project and subject and predicate):
+        raise Http404("Name a project, subject and predicate.")
+    chain = reads.history(principal, project, subject, predicate)
+    if not chain:
+        raise Http404("No such fact.")
+    as_of_form = AsOfForm(request.GET)
+    as_of_record = None
+    asked = False
+    if as_of_form.is_valid():
+        valid_at, known_at = as_of_form.cleaned_data["valid_at"], as_of_form.cleaned_data["known_at"]
+        asked = bool(valid_at or known_at)
+        if asked:
+            as_of_record = reads.as_of(principal, project, subject, predicate, valid_at=valid_at, known_at=known_at)
+    current = reads.current(principal, project, subject, predicate)
+    view = None
+    try:
+        view = reads.fact_view(principal, project, subject, predicate)
+    except DomainError:
+        view = None
+    memory_ids = [r.memory_id for r in chain]
+    head = next((r for r in chain if r.is_head), chain[-1])
+    context = {
+        "project": project,
+        "subject": subject,
+        "predicate": predicate,
+        "chain": chain,
+        "current": current,
+        "view": view,
+        "head": head,
+        "can_exclude": principal.can_curate and head.status not in (Status.EXCLUDED, Status.DISPUTED),
+        "can_expire": principal.can_curate and head.status == Status.ACCEPTED,
+        "as_of_form": as_of_form,
+        "as_of_record": as_of_record,
+        "asked": asked,
+        "events": AuditEvent.objects.filter(tenant_id=principal.tenant_id, object_id__in=memory_ids).order_by("-id")[
+            :50
+        ],
+        "dispute": Dispute.objects.filter(
+            tenant_id=principal.tenant_id,
+            project__key=project,
+            subject_id=subject,
+            predicate=predicate,
+            status=Dispute.Status.OPEN,
+        ).first(),  # fmt: skip
+        "operations": OPERATIONS,
+        "can_curate": principal.can_curate,
+        "here": request.get_full_path(),
+    }
+    return render(request, _partial(request, "dashboard/fact.html", "asof"), context)
+
+
+def _record_operation(
+    request: HttpRequest, memory_id: str, apply: Callable[[Principal, str, str], MemoryRecord], done: str
+) -> HttpResponse:
+    principal = _principal(request)
+    record = actions.get_record(principal, memory_id)
+    form = ReasonForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Give a reason; it is audited. Nothing was changed.")
+        return _back(request, _fact_url(record))
+    try:
+        apply(principal, memory_id, form.cleaned_data["reason"])
+    except (NotFound, Forbidden):
+        raise
+    except DomainError as exc:
+        messages.error(request, f"Nothing was changed: {exc.detail}")
+        return _back(request, _fact_url(record))
+    messages.success(request, f"{memory_id} {done}.")
+    return _back(request, _fact_url(record))
+
+
+@member_required
+@require_POST
+def exclude(request: HttpRequest, memory_id: str) -> HttpResponse:
+    return _record_operation(request, memory_id, actions.exclude_record, "is excluded from agents' context")
+
+
+@member_required
+@require_POST
+def expire(request: HttpRequest, memory_id: str) -> HttpResponse:
+    return _record_operation(request, memory_id, actions.expire_record, "has expired and is kept as history")
+
+
+# --- Disputes ---------------------------------------------------------------------------------
+
+
+@member_required
+def dispute_list(request: HttpRequest) -> HttpResponse:
+    principal = _principal(request)
+    show = request.GET.get("status", "open")
+    disputes = (
+        Dispute.objects.filter(tenant_id=principal.tenant_id)
+        .select_related("project", "resolved_by", "winner")
+        .prefetch_related("candidates__issuer")
+        .order_by("opened_at" if show == "open" else "-opened_at")
+    )
+    if show in Dispute.Status.values:
+        disputes = disputes.filter(status=show)
+    context = {"disputes": disputes[:100], "show": show, "can_curate": principal.can_curate}
+    return render(request, "dashboard/disputes.html", context)
+
+
+@member_required
+@require_POST
+def resolve(request: HttpRequest, dispute_id: str) -> HttpResponse:
+    principal = _principal(request)
+    dispute = actions.get_dispute(principal, dispute_id)
+    form = ResolveForm(request.POST)
+    back = reverse("dashboard:disputes") + f"#{dispute.public_id}"
+    if not form.is_valid():
+        messages.error(request, "Give a reason; it is audited. The dispute is still open.")
+        return _back(request, back)
+    winner = form.cleaned_data["winner"]
+    try:
+        actions.resolve_dispute(
+            principal, dispute_id, winner=None if winner == "__exclude_all__" else (winner or None),
+            exclude_all=winner == "__exclude_all__", reason=form.cleaned_data["reason"],
+        )  # fmt: skip
+    except (NotFound, Forbidden):
+        raise
+    except DomainError as exc:
+        detail = exc.detail
+        if exc.extra.get("errors"):
+            detail = " ".join(m for msgs in exc.extra["errors"].values() for m in msgs)
+        messages.error(request, f"The dispute is still open: {detail}")
+        return _back(request, back)
+    messages.success(request, f"Dispute {dispute_id} resolved.")
+    return _back(request, back)
+
+
+# --- Audit log --------------------------------------------------------------------------------
+
+
+@member_required
+def audit_log(request: HttpRequest) -> HttpResponse:
+    principal = _principal(request)
+    form = AuditFilterForm(request.GET)
+    events: list[AuditEvent] = []
+    next_after = None
+    if form.is_valid():
+        data = form.cleaned_data
+        qs = AuditEvent.objects.filter(tenant_id=principal.tenant_id)
+        if data["actor"]:
+            qs = qs.filter(actor_name=data["actor"])
+        if data["action"]:
+            qs = qs.filter(action=data["action"])
+        if data["object"]:
+            qs = qs.filter(object_id=data["object"])
+        if data["since"]:
+            qs = qs.filter(at__gte=data["since"])
+        if data["until"]:
+            qs = qs.filter(at__lte=data["until"])
+        if data["after"]:
+            qs = qs.filter(id__lt=data["after"])
+        events = list(qs.order_by("-id")[: PAGE_SIZE + 1])
+        if len(events) > PAGE_SIZE:
+            events = events[:PAGE_SIZE]
+            next_after = events[-1].pk
+    return render(
+        request, _partial(request, "dashboard/audit.html", "table"),
+        {"form": form, "events": events, "next_after": next_after},
+    )  # fmt: skip
