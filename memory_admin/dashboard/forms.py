@@ -15,18 +15,15 @@ class LocalDateTimeField(forms.CharField):
     default_error_messages = {"invalid": "Enter a date and time such as 2026-10-21 12:00 (or ISO 8601 with an offset)."}
 
     def to_python(self, value: Any) -> datetime | None:  # type: ignore[override]
-        text = super().to_python(value).strip()
+        text = (super().to_python(value) or "").strip()
         if not text:
             return None
+        if len(text) == 10:  # a bare date means its start
+            text += "T00:00"
         try:
             parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError:
-            try:
-                parsed = datetime.fromisoformat(text + "T00:00") if len(text) == 10 else None  # type: ignore[assignment]
-            except ValueError:
-                parsed = None  # type: ignore[assignment]
-            if parsed is None:
-                raise forms.ValidationError(self.error_messages["invalid"], code="invalid") from None
+            raise forms.ValidationError(self.error_messages["invalid"], code="invalid") from None
         if timezone.is_naive(parsed):
             parsed = timezone.make_aware(parsed, timezone.get_current_timezone())
         return parsed

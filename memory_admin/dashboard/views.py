@@ -95,8 +95,8 @@ def overview(request: HttpRequest) -> HttpResponse:
     )  # fmt: skip
     chart = [
         ("verified < 1 day ago", buckets["day"]),
-        ("1–7 days", buckets["week"]),
-        ("7–30 days", buckets["month"]),
+        ("1-7 days", buckets["week"]),
+        ("7-30 days", buckets["month"]),
         ("> 30 days", buckets["older"]),
         ("never verified", buckets["never"]),
     ]
@@ -274,7 +274,7 @@ def fact(request: HttpRequest) -> HttpResponse:
             subject_id=subject,
             predicate=predicate,
             status=Dispute.Status.OPEN,
-        ).first(),  # fmt: skip
+        ).first(),
         "operations": OPERATIONS,
         "can_curate": principal.can_curate,
         "here": request.get_full_path(),
