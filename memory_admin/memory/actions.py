@@ -9,13 +9,14 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Max, Q
+from django.db.models import Q, Subquery
 from django.utils import timezone
 
 from memory_admin.accounts.models import Principal, Tenant
@@ -131,21 +132,27 @@ def _retain_until(policy: FieldPolicy | None, now: datetime) -> datetime | None:
     return now + timedelta(days=policy.retention_days)
 
 
-def _cut_overlapping(new: MemoryRecord, now: datetime) -> list[MemoryRecord]:
+def _cut_overlapping(
+    new: MemoryRecord, now: datetime, accepted: Sequence[MemoryRecord] | None = None
+) -> list[MemoryRecord]:
     """End the validity of accepted records of the fact that overlap `new` from `new.valid_from` on.
 
     A record whose remaining validity ends by now is superseded (its belief ends now); one that still
-    holds until a future `valid_from` stays accepted until then (a scheduled hand-over).
+    holds until a future `valid_from` stays accepted until then (a scheduled hand-over). `accepted`
+    are the fact's accepted rows when the caller already holds them locked.
     """
-    overlapping = (
-        MemoryRecord.objects.select_for_update()
-        .for_fact(new.project, new.subject_id, new.predicate)
-        .filter(status=Status.ACCEPTED)
-        .exclude(pk=new.pk)
-        .filter(Q(valid_to__isnull=True) | Q(valid_to__gt=new.valid_from))
-    )
+    if accepted is None:
+        accepted = list(
+            MemoryRecord.objects.select_for_update()
+            .for_fact(new.project, new.subject_id, new.predicate)
+            .filter(status=Status.ACCEPTED)
+        )
     changed = []
-    for old in overlapping:
+    for old in accepted:
+        if old.pk == new.pk or old.status != Status.ACCEPTED:
+            continue
+        if old.valid_to is not None and old.valid_to <= new.valid_from:
+            continue
         cut = max(old.valid_from, new.valid_from)
         old.valid_to = cut if old.valid_to is None or old.valid_to > cut else old.valid_to
         old.valid_to_recorded_at = now
@@ -153,17 +160,24 @@ def _cut_overlapping(new: MemoryRecord, now: datetime) -> list[MemoryRecord]:
         if old.valid_to <= now:
             old.status = Status.SUPERSEDED
             old.recorded_to = now
-        old.save(
-            update_fields=[
-                "valid_to",
-                "valid_to_recorded_at",
-                "superseded_by",
-                "status",
-                "recorded_to",
-            ]
-        )
+        old.save(update_fields=["valid_to", "valid_to_recorded_at", "superseded_by", "status", "recorded_to"])
         changed.append(old)
     return changed
+
+
+_PROJECT_IDS: dict[tuple[int, str], int] = {}
+
+
+def _project(tenant: Tenant, key: str) -> Project:
+    """The tenant's project `key`, created on first use. Projects are never deleted, so their ids
+    are remembered per process (one query less on every write)."""
+    pk = _PROJECT_IDS.get((tenant.pk, key))
+    if pk is not None:
+        return Project(pk=pk, tenant=tenant, key=key)
+    project, _ = Project.objects.get_or_create(tenant=tenant, key=key)
+    # Remembered only once committed: a rolled-back creation must not leave a dangling id behind.
+    transaction.on_commit(lambda: _PROJECT_IDS.__setitem__((tenant.pk, key), project.pk))
+    return project
 
 
 def _new_record(
@@ -247,11 +261,17 @@ def _assert_locked(
     verified_at: datetime | None,
     memory_id: str,
 ) -> AssertResult:
-    project, _ = Project.objects.get_or_create(tenant=tenant, key=a.project_id)
+    project = _project(tenant, a.project_id)
     lock_fact(tenant.pk, a.project_id, a.subject_id, a.predicate)
     facts = MemoryRecord.objects.for_fact(project, a.subject_id, a.predicate)
-    head = facts.select_for_update().filter(is_head=True).first()
-    next_revision = (facts.aggregate(m=Max("revision"))["m"] or 0) + 1
+    # One round trip: the head, every accepted row (they may need cutting), and the highest revision.
+    live = list(
+        facts.select_for_update()
+        .filter(Q(is_head=True) | Q(status=Status.ACCEPTED))
+        .annotate(max_revision=Subquery(facts.order_by("-revision").values("revision")[:1]))
+    )
+    head = next((r for r in live if r.is_head), None)
+    next_revision = (live[0].max_revision if live else 0) + 1  # type: ignore[attr-defined]
     common: dict[str, Any] = dict(
         principal=principal,
         project=project,
@@ -273,13 +293,15 @@ def _assert_locked(
         _audit_assert(principal, record, Outcome.CREATED, now)
         return AssertResult(Outcome.CREATED, record)
 
-    dispute = Dispute.objects.filter(
-        tenant=tenant,
-        project=project,
-        subject_id=a.subject_id,
-        predicate=a.predicate,
-        status=Dispute.Status.OPEN,
-    ).first()
+    dispute = None
+    if head.status == Status.DISPUTED:
+        dispute = Dispute.objects.filter(
+            tenant=tenant,
+            project=project,
+            subject_id=a.subject_id,
+            predicate=a.predicate,
+            status=Dispute.Status.OPEN,
+        ).first()
     if dispute is not None:
         for candidate in dispute.candidates.all():
             if _same_assertion(candidate, a):
@@ -342,13 +364,15 @@ def _assert_locked(
         if head.status == Status.EXPIRED:
             head.status = Status.SUPERSEDED
         head.save(update_fields=["superseded_by", "status"])
-    _cut_overlapping(record, now)
-    head.refresh_from_db()
-    audit.record_event(
-        tenant=record.tenant_id, actor=principal, action="record.superseded", object_type="record",
-        object_id=head.memory_id, before=before, after=audit.snapshot(head), at=now,
+    _cut_overlapping(record, now, accepted=live)
+    audit.record_events(
+        [
+            audit.Event(actor=principal, action="record.superseded", object_type="record", object_id=head.memory_id,
+                        before=before, after=audit.snapshot(head)),
+            _assert_event(principal, record, Outcome.CREATED),
+        ],
+        tenant=record.tenant_id, at=now,
     )  # fmt: skip
-    _audit_assert(principal, record, Outcome.CREATED, now)
     return AssertResult(Outcome.CREATED, record)
 
 
@@ -390,6 +414,13 @@ def _open_dispute(
     return AssertResult(Outcome.DISPUTED, record, dispute)
 
 
+def _assert_event(principal: Principal, record: MemoryRecord, outcome: Outcome, reason: str = "") -> audit.Event:
+    return audit.Event(
+        actor=principal, action=f"record.asserted.{outcome.value}", object_type="record",
+        object_id=record.memory_id, after=audit.snapshot(record), reason=reason,
+    )  # fmt: skip
+
+
 def _audit_assert(
     principal: Principal,
     record: MemoryRecord,
@@ -397,10 +428,7 @@ def _audit_assert(
     now: datetime,
     reason: str = "",
 ) -> None:
-    audit.record_event(
-        tenant=record.tenant_id, actor=principal, action=f"record.asserted.{outcome.value}", object_type="record",
-        object_id=record.memory_id, after=audit.snapshot(record), reason=reason, at=now,
-    )  # fmt: skip
+    audit.record_events([_assert_event(principal, record, outcome, reason)], tenant=record.tenant_id, at=now)
 
 
 # --- Curation: exclude, expire, resolve --------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -31,6 +32,41 @@ def snapshot(record: MemoryRecord) -> dict[str, Any]:
     data = {name: getattr(record, name) for name in _SNAPSHOT_FIELDS}
     data["superseded_by"] = record.superseded_by.memory_id if record.superseded_by_id else None  # type: ignore[union-attr]
     return json.loads(json.dumps(data, cls=DjangoJSONEncoder))
+
+
+@dataclass
+class Event:
+    """An audit event to write; see record_events."""
+
+    actor: Principal | None
+    action: str
+    object_type: str
+    object_id: str
+    before: dict[str, Any] | None = None
+    after: dict[str, Any] | None = None
+    reason: str = ""
+
+
+def record_events(events: list[Event], *, tenant: Tenant | int, at: datetime) -> None:
+    """Write several events of one change in a single INSERT."""
+    tenant_id = tenant if isinstance(tenant, int) else tenant.pk
+    AuditEvent.objects.bulk_create(
+        [
+            AuditEvent(
+                tenant_id=tenant_id,
+                at=at,
+                actor=e.actor,
+                actor_name=(e.actor.name or e.actor.username) if e.actor else "system",
+                action=e.action,
+                object_type=e.object_type,
+                object_id=e.object_id,
+                before=e.before,
+                after=e.after,
+                reason=e.reason,
+            )
+            for e in events
+        ]
+    )
 
 
 def record_event(

@@ -141,6 +141,11 @@ class MemoryRecord(models.Model):
     )
     derived_from = models.JSONField(default=list, blank=True)
 
+    # The recheck engine's claim: a sweep sets it before enqueueing, so two sweeps never take one record.
+    recheck_claimed_at = models.DateTimeField(null=True, blank=True)
+    # Set when a recheck needs a person (an ambiguous source, a manual field due); cleared on verification.
+    attention = models.TextField(blank=True)
+
     objects = RecordQuerySet.as_manager()
 
     class Meta:
@@ -346,3 +351,50 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M} {self.actor_name} {self.action} {self.object_id}"
+
+
+class RecheckAttempt(models.Model):
+    """One attempt to confirm a record against its field's canonical source (PRODUCT.md rule 7)."""
+
+    class Outcome(models.TextChoices):
+        VERIFIED_UNCHANGED = "verified_unchanged", "Verified, unchanged"
+        VERIFIED_CHANGED = "verified_changed", "Verified, changed"
+        SOURCE_UNAVAILABLE = "source_unavailable", "Source unavailable"
+        SOURCE_AMBIGUOUS = "source_ambiguous", "Source ambiguous"
+        NOT_CHECKED = "not_checked", "Not checked"
+
+    class Trigger(models.TextChoices):
+        SWEEP = "sweep", "Periodic sweep"
+        ACTION = "action", "Read for acting"
+        DASHBOARD = "dashboard", "Recheck now (dashboard)"
+        MANUAL = "manual", "Manual verification"
+        REPORT = "report", "Reported by an agent"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    record = models.ForeignKey(MemoryRecord, on_delete=models.PROTECT, related_name="rechecks")
+    outcome = models.CharField(max_length=20, choices=Outcome.choices)
+    trigger = models.CharField(max_length=10, choices=Trigger.choices)
+    observed_value = models.JSONField(null=True, blank=True)
+    source_revision = models.CharField(max_length=100, blank=True)
+    source_ref = models.CharField(max_length=500, blank=True)
+    duration_ms = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    reporter = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    # The record that a verified change created (the new current belief).
+    new_record = models.ForeignKey(MemoryRecord, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    attempted_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [
+            # The fact page's recheck history: attempts of a record, newest first.
+            models.Index(fields=["record", "-id"], name="recheck_record_newest"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.record_id} {self.outcome} at {self.attempted_at:%Y-%m-%d %H:%M}"
+
+    @property
+    def verified(self) -> bool:
+        return self.outcome in (self.Outcome.VERIFIED_UNCHANGED, self.Outcome.VERIFIED_CHANGED)

@@ -1,0 +1,251 @@
+"""The owner dashboard in a real browser: Playwright driving Debian's Chromium against the live server.
+
+Needs /usr/bin/chromium (`bin/ensure-chromium` installs it; `make test` runs that first). Without it
+these tests fail, they are not skipped. A failing test leaves a screenshot in var/test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from memory_admin.memory.models import Dispute, MemoryRecord
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = Path(settings.BASE_DIR) / "var" / "test-artifacts"
+PASSWORD = "demo"
+
+DEADLINE_FACT = "/facts/?project=project-a&subject=task-proposal-017&predicate=submission_deadline"
+SATO_ROOM_FACT = "/facts/?project=project-a&subject=person-sato&predicate=meeting_room"
+OCT_30 = "2026-10-30T17:00:00+09:00"
+NOV_2 = "2026-11-02T17:00:00+09:00"
+
+# The live server listens on the loopback address only, and the browser talks to nothing else.
+os.environ.setdefault("DJANGO_LIVE_TEST_SERVER_ADDRESS", "127.0.0.1")
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+_REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
+
+
+class _KeepReports:
+    """Keeps each phase's report on its item, so the page fixture knows whether the test failed.
+
+    pytest ignores hooks written in a test module, so this one is registered as a plugin at run time.
+    """
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        report = yield
+        item.stash.setdefault(_REPORTS, {})[report.when] = report
+        return report
+
+
+@pytest.fixture(scope="module")
+def browser(request: pytest.FixtureRequest) -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        pytest.fail(
+            f"{CHROMIUM} is missing: run `bin/ensure-chromium` (as root it installs Debian's chromium package).",
+            pytrace=False,
+        )
+    plugins = request.config.pluginmanager
+    if not plugins.has_plugin("browser-test-reports"):
+        plugins.register(_KeepReports(), "browser-test-reports")
+    # Playwright's sync API keeps an event loop running in this thread; the ORM calls the tests make
+    # here (seeding, checking the database) are still plain synchronous code.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        with sync_playwright() as playwright:
+            chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+            yield chromium
+            chromium.close()
+
+
+@pytest.fixture
+def demo(transactional_db: None) -> None:
+    call_command("seed_demo", "--subjects", "30", stdout=StringIO())
+
+
+@pytest.fixture
+def page(browser: Browser, live_server: Any, demo: None, request: pytest.FixtureRequest) -> Iterator[Page]:
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(10_000)
+    tab = context.new_page()
+    yield tab
+    reports = request.node.stash.get(_REPORTS, {})
+    if any(r.failed for r in reports.values()):
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        name = re.sub(r"[^\w.-]+", "_", request.node.name)
+        tab.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    context.close()
+
+
+def sign_in(page: Page, username: str) -> None:
+    page.goto("/login/")
+    page.get_by_label("Login").fill(username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Overview")).to_be_visible()
+
+
+def record(memory_id: str) -> MemoryRecord:
+    return MemoryRecord.objects.get(memory_id=memory_id)
+
+
+def test_owner_signs_in_and_lands_on_the_overview(page: Page, live_server: Any) -> None:
+    page.goto("/")
+    expect(page).to_have_url(re.compile(r"/login/\?next=/$"))
+
+    sign_in(page, "owner@demo")
+
+    expect(page).to_have_url(f"{live_server.url}/")
+    expect(page.locator(".who")).to_contain_text("owner@demo")
+    tiles = page.locator("section.tiles a.tile")
+    expect(tiles).to_have_count(len(MemoryRecord.Status.values) + 2)
+    for status in MemoryRecord.Status.values:
+        expect(tiles.filter(has=page.locator(f".badge.status-{status}"))).to_have_count(1)
+    accepted = MemoryRecord.objects.filter(status=MemoryRecord.Status.ACCEPTED).count()
+    assert accepted > 0
+    expect(tiles.filter(has=page.locator(".badge.status-accepted")).locator(".tile-n")).to_have_text(str(accepted))
+    expect(tiles.filter(has_text="open disputes").locator(".tile-n")).to_have_text("1")
+
+
+def test_filtering_records_updates_the_table_in_place(page: Page) -> None:
+    sign_in(page, "owner@demo")
+    page.goto("/records/")
+    rows = page.locator("#table table.records tbody tr")
+    expect(rows.first).to_be_visible()
+    page.evaluate("window.__sameDocument = true")
+
+    page.get_by_label("Subject", exact=True).fill("task-proposal-017")
+    page.get_by_label("Subject", exact=True).press("Enter")
+
+    expect(page).to_have_url(re.compile(r"/records/\?.*subject=task-proposal-017"))
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_id("mem-deadline-002")
+    expect(rows.first).to_contain_text(NOV_2)
+
+    page.locator("select[name=status]").select_option(label="All statuses")
+
+    expect(page).to_have_url(re.compile(r"/records/\?(?=.*subject=task-proposal-017)(?=.*status=all)"))
+    expect(page.locator(".view-note")).to_contain_text("Showing every status")
+    expect(rows).to_have_count(3)
+    ids = {rows.nth(i).get_attribute("id") for i in range(3)}
+    assert ids == {"mem-deadline-001", "mem-deadline-002", "mem-deadline-late-import"}
+    assert page.evaluate("window.__sameDocument") is True, "the filter reloaded the whole page"
+
+
+def test_the_deadline_fact_answers_as_of_valid_and_record_time(page: Page) -> None:
+    sign_in(page, "owner@demo")
+    page.goto("/records/?subject=task-proposal-017")
+    page.get_by_role("link", name="task-proposal-017 · submission_deadline").click()
+    expect(page).to_have_url(
+        re.compile(r"/facts/\?project=project-a&subject=task-proposal-017&predicate=submission_deadline")
+    )
+    expect(page.locator("#current .big-value")).to_have_text(NOV_2)
+
+    valid_at, known_at = page.get_by_test_id("valid-at"), page.get_by_test_id("known-at")
+    answer = page.locator("#asof .asof-value")
+
+    def ask(expected_query: str) -> None:
+        """Press Ask and wait for its htmx answer, so no step reads the previous step's answer."""
+        with page.expect_response(
+            lambda r: "/facts/?" in r.url and r.request.headers.get("hx-request") == "true"
+        ) as got:
+            page.get_by_role("button", name="Ask").click()
+        assert expected_query in got.value.url
+        assert got.value.ok
+
+    # What was the deadline on Oct 21, as we know it now: Oct 30 (it moved only from Oct 22).
+    valid_at.fill("2026-10-21T12:00")
+    ask("valid_at=2026-10-21T12%3A00&known_at=")
+    expect(answer).to_have_text(OCT_30)
+    expect(page.locator("#asof")).to_contain_text("mem-deadline-001")
+
+    # What did we believe on Oct 21: Oct 30; on Oct 23: Nov 2.
+    valid_at.fill("")
+    known_at.fill("2026-10-21T12:00")
+    ask("valid_at=&known_at=2026-10-21T12%3A00")
+    expect(answer).to_have_text(OCT_30)
+
+    known_at.fill("2026-10-23T12:00")
+    ask("valid_at=&known_at=2026-10-23T12%3A00")
+    expect(answer).to_have_text(NOV_2)
+    expect(page.locator("#asof")).to_contain_text("mem-deadline-002")
+
+
+def test_owner_resolves_the_price_dispute(page: Page) -> None:
+    dispute = Dispute.objects.get(subject_id="product-x", predicate="unit_price", status="open")
+    sign_in(page, "owner@demo")
+    page.goto("/disputes/")
+    card = page.locator(f"section.dispute#{dispute.public_id}")
+    expect(card).to_contain_text("1200")
+    expect(card).to_contain_text("1350")
+
+    # Without a reason nothing changes and the page says why.
+    card.get_by_test_id("winner-mem-price-partner").check()
+    card.get_by_test_id("resolve-submit").click()
+    expect(page.locator(".messages .msg-error")).to_contain_text("Give a reason")
+    expect(card).to_be_visible()
+    expect(card.get_by_test_id("resolve-submit")).to_be_visible()
+    dispute.refresh_from_db()
+    assert dispute.status == "open"
+
+    card.get_by_test_id("winner-mem-price-partner").check()
+    card.get_by_test_id("resolve-reason").fill("The partner catalogue is the contract price.")
+    card.get_by_test_id("resolve-submit").click()
+    expect(page.locator(".messages .msg-success")).to_contain_text(f"Dispute {dispute.public_id} resolved.")
+
+    dispute.refresh_from_db()
+    assert dispute.status == "resolved"
+    assert record("mem-price-partner").status == MemoryRecord.Status.ACCEPTED
+    assert record("mem-price-vendor").status == MemoryRecord.Status.SUPERSEDED
+
+
+def test_owner_excludes_a_record(page: Page) -> None:
+    sign_in(page, "owner@demo")
+    page.goto(SATO_ROOM_FACT)
+    expect(page.locator("#current .big-value")).to_have_text("Room 4B")
+
+    page.get_by_test_id("exclude-reason").fill("Room 4B was a typo in the chat.")
+    page.get_by_test_id("exclude-submit").click()
+
+    expect(page.locator(".messages .msg-success")).to_contain_text("mem-sato-room is excluded from agents' context")
+    expect(page).to_have_url(re.compile(r"/facts/\?project=project-a&subject=person-sato&predicate=meeting_room"))
+    expect(page.locator("li#mem-sato-room .badge.status-excluded")).to_be_visible()
+    expect(page.locator("#current")).to_contain_text("the latest record is excluded")
+    expect(page.get_by_test_id("exclude-submit")).to_have_count(0)
+    sato = record("mem-sato-room")
+    assert sato.status == MemoryRecord.Status.EXCLUDED
+    assert sato.status_reason == "Room 4B was a typo in the chat."
+
+
+def test_compliance_sees_the_fact_read_only(page: Page) -> None:
+    sign_in(page, "compliance@demo")
+    page.goto(SATO_ROOM_FACT)
+    expect(page.locator("#current .big-value")).to_have_text("Room 4B")
+
+    expect(page.locator("#operations")).to_contain_text("Read-only")
+    expect(page.get_by_test_id("exclude-submit")).to_have_count(0)
+    expect(page.get_by_test_id("exclude-reason")).to_have_count(0)
+    expect(page.locator("#operations").get_by_role("button", name="Exclude from context")).to_be_disabled()
+    for button in page.locator("#operations button").all():
+        expect(button).to_be_disabled()
+    assert record("mem-sato-room").status == MemoryRecord.Status.ACCEPTED
