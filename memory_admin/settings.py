@@ -140,6 +140,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "memory_admin.memory.tasks.settle_valid_time_transitions",
         "schedule": 60.0,
     },
+    "sweep-due-rechecks": {
+        "task": "memory_admin.memory.tasks.sweep_due_rechecks",
+        "schedule": envint("RECHECK_SWEEP_SECONDS", 60),
+    },
 }
 CELERY_TIMEZONE = "UTC"
 

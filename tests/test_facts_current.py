@@ -63,7 +63,7 @@ def test_answering_from_a_value_past_its_recheck_is_allowed_with_a_caveat(api, a
     data = response.json()
     assert data["freshness"] == "recheck_due"
     assert data["action_allowed"] is False
-    assert "could not be confirmed" in data["caveat"]
+    assert "has not been confirmed since" in data["caveat"]
 
 
 def test_an_unverified_new_value_reports_the_last_verified_one(api, agent, blocking_policy):

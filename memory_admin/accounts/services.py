@@ -27,6 +27,8 @@ def ensure_principal(
     unknown = set(roles) - set(Role.values)
     if not roles or unknown:
         raise ValueError(f"roles must be among {', '.join(Role.values)}; got {roles}")
+    if name == "canonical-source":
+        raise ValueError("'canonical-source' is reserved for the recheck engine")
     if slugify(tenant_slug) != tenant_slug:
         raise ValueError(f"tenant must be a slug (lowercase letters, digits, hyphens); got {tenant_slug!r}")
     with transaction.atomic():

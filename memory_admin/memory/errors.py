@@ -9,10 +9,12 @@ class DomainError(Exception):
     code = "error"
     status = 400
 
-    def __init__(self, detail: str, **extra: Any) -> None:
+    def __init__(self, detail: str, *, code_override: str | None = None, **extra: Any) -> None:
         super().__init__(detail)
         self.detail = detail
         self.extra = extra
+        if code_override:
+            self.code = code_override
 
     def as_payload(self) -> dict[str, Any]:
         return {"code": self.code, "detail": self.detail, **self.extra}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from string import Formatter
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -12,6 +11,7 @@ from django.utils.duration import duration_iso_string
 
 from memory_admin.accounts.models import Principal, Tenant
 from memory_admin.memory import audit
+from memory_admin.memory.connectors import validate_source
 from memory_admin.memory.errors import Forbidden, InvalidInput, IssuerNotAuthorized
 from memory_admin.memory.models import FieldPolicy, Project
 
@@ -26,6 +26,10 @@ def policy_for(tenant: Tenant | int, project_key: str, predicate: str) -> FieldP
     )
 
 
+# The tenant's system principal that writes values fetched from a field's canonical source.
+CANONICAL_ISSUER = "canonical-source"
+
+
 def authorize_issuer(principal: Principal, policy: FieldPolicy | None) -> None:
     """Raise IssuerNotAuthorized unless `principal` may update the field governed by `policy`.
 
@@ -35,6 +39,10 @@ def authorize_issuer(principal: Principal, policy: FieldPolicy | None) -> None:
     """
     if not principal.can_write:
         raise IssuerNotAuthorized(f"Principal '{principal.name}' has no role that may write facts.")
+    if principal.name == CANONICAL_ISSUER and principal.kind == Principal.Kind.AGENT:
+        if policy is not None and policy.canonical_source:
+            return  # the policy's own canonical source, read by the recheck engine
+        raise IssuerNotAuthorized("This field names no canonical source for the recheck engine to write.")
     if policy is not None and policy.authorized_issuers and principal.name not in policy.authorized_issuers:
         raise IssuerNotAuthorized(
             f"Principal '{principal.name}' is not an authorized issuer of '{policy.predicate}'.",
@@ -42,55 +50,9 @@ def authorize_issuer(principal: Principal, policy: FieldPolicy | None) -> None:
         )
 
 
-_PLACEHOLDERS = {"project_id", "subject_id", "predicate"}
-_HTTP_JSON_KEYS = {
-    "connector", "url_template", "value_pointer", "revision_pointer", "timeout_seconds", "auth_header",
-    "auth_secret_env",
-}  # fmt: skip
-
-
 def validate_canonical_source(source: Any) -> list[str]:
     """Problems with a `canonical_source` setting, as sentences for a person (empty when valid)."""
-    if source is None:
-        return []
-    if not isinstance(source, dict) or "connector" not in source:
-        return ['Give null, {"connector": "manual"} or {"connector": "http_json", ...}.']
-    connector = source["connector"]
-    if connector == "manual":
-        extra = set(source) - {"connector"}
-        return [f"Unknown settings for the manual connector: {', '.join(sorted(extra))}."] if extra else []
-    if connector != "http_json":
-        return [f"Unknown connector {connector!r}; use 'manual' or 'http_json'."]
-    problems = []
-    unknown = set(source) - _HTTP_JSON_KEYS
-    if unknown:
-        problems.append(f"Unknown settings: {', '.join(sorted(unknown))}.")
-    template = source.get("url_template")
-    if not isinstance(template, str) or not template.startswith(("http://", "https://")):
-        problems.append("url_template must be an http(s) URL.")
-    else:
-        try:
-            names = {name for _, name, _, _ in Formatter().parse(template) if name is not None}
-        except ValueError:
-            names = {"<unbalanced braces>"}
-        bad = names - _PLACEHOLDERS
-        if bad:
-            problems.append(
-                f"url_template may use only {{project_id}}, {{subject_id}} and {{predicate}}; found {sorted(bad)}."
-            )
-    for key in ("value_pointer", "revision_pointer"):
-        pointer = source.get(key)
-        if not isinstance(pointer, str) or not (pointer == "" or pointer.startswith("/")):
-            problems.append(f"{key} must be a JSON pointer such as /data/value.")
-    timeout = source.get("timeout_seconds")
-    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not 0 < timeout <= 60:
-        problems.append("timeout_seconds must be a number of seconds between 0 and 60.")
-    if ("auth_header" in source) != ("auth_secret_env" in source):
-        problems.append("auth_header and auth_secret_env go together (the secret is read from that variable).")
-    env_name = source.get("auth_secret_env")
-    if env_name is not None and (not isinstance(env_name, str) or not env_name.isidentifier()):
-        problems.append("auth_secret_env must name an environment variable; secrets are never stored here.")
-    return problems
+    return validate_source(source)
 
 
 def save_field_policy(

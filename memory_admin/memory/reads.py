@@ -6,6 +6,7 @@ field's policy demands a fresh verified value and there is none (rule 8).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -14,7 +15,7 @@ from django.utils import timezone
 
 from memory_admin.accounts.models import Principal
 from memory_admin.memory.errors import FactDisputed, NotFound, RecheckRequired
-from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord
+from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord, RecheckAttempt
 from memory_admin.memory.policies import policy_for
 
 Status = MemoryRecord.Status
@@ -172,21 +173,28 @@ def fact_view(
             dispute=dispute,
         )
 
+    fresh_required = must_be_fresh_for_action(policy)
+    attempt = None
+    if purpose == "action" and valid_at is None and known_at is None and record.status == Status.ACCEPTED:
+        if policy is not None and (policy.recheck_before_action or freshness_of(record, now) != "fresh"):
+            from memory_admin.memory import rechecks
+
+            if rechecks.can_fetch(policy):
+                # Recheck before acting, bounded by the connector's timeout; a change supersedes.
+                attempt = rechecks.recheck_now(record, trigger=RecheckAttempt.Trigger.ACTION)
+                now = timezone.now()
+                record = as_of(principal, project_id, subject_id, predicate) or record
     freshness = freshness_of(record, now)
     verified_at, verified_value = _last_verified(record)
-    caveat = None
-    if freshness == "never_verified":
-        caveat = (
-            f"Not verified against the canonical source (source {record.source_canonical_ref} "
-            f"{record.source_revision}, recorded {_when(record.recorded_from)})."
-        )
-    elif freshness == "recheck_due":
-        caveat = (
-            f"Last verified {_when(verified_at)}; a recheck was due {_when(record.recheck_after)} "
-            "and it could not be confirmed since."
-        )
-    fresh_required = must_be_fresh_for_action(policy)
-    action_allowed = record.status == Status.ACCEPTED and (freshness == "fresh" or not fresh_required)
+    if attempt is not None:
+        verified_now = attempt.verified
+    else:
+        verified_now = freshness == "fresh"
+        attempt = _latest_failed_attempt(record) if freshness != "fresh" else None
+    caveat = _caveat(record, freshness, verified_at, verified_value, attempt)
+    action_allowed = record.status == Status.ACCEPTED and (verified_now or not fresh_required)
+    if action_allowed and attempt is not None and attempt.verified:
+        caveat = None
     view = FactView(
         record=record,
         status=record.status,
@@ -204,5 +212,40 @@ def fact_view(
             last_verified_at=_when(verified_at) if verified_at else None,
             recheck_after=record.recheck_after.isoformat() if record.recheck_after else None,
             caveat=caveat,
+            recheck_outcome=attempt.outcome if attempt is not None else None,
         )
     return view
+
+
+def _latest_failed_attempt(record: MemoryRecord) -> RecheckAttempt | None:
+    latest = record.rechecks.order_by("-id").first()
+    return latest if latest is not None and not latest.verified else None
+
+
+def _caveat(
+    record: MemoryRecord,
+    freshness: Freshness,
+    verified_at: datetime | None,
+    verified_value: Any,
+    attempt: RecheckAttempt | None,
+) -> str | None:
+    """A sentence a person can read: what was last verified, when, and why it is not confirmed now."""
+    if freshness == "fresh" and (attempt is None or attempt.verified):
+        return None
+    if verified_at is None:
+        base = (
+            f"Not verified against the canonical source (source {record.source_canonical_ref} "
+            f"{record.source_revision}, recorded {_when(record.recorded_from)})."
+        )
+    else:
+        base = f"Last verified {_when(verified_at)} (value then: {json.dumps(verified_value, ensure_ascii=False)})."
+    if attempt is not None and not attempt.verified:
+        why = {
+            RecheckAttempt.Outcome.SOURCE_UNAVAILABLE: "the canonical source could not be reached",
+            RecheckAttempt.Outcome.SOURCE_AMBIGUOUS: "the canonical source's answer was ambiguous",
+            RecheckAttempt.Outcome.NOT_CHECKED: "it was not checked",
+        }[RecheckAttempt.Outcome(attempt.outcome)]
+        return f"{base} It could not be confirmed at {_when(attempt.attempted_at)}: {why} ({attempt.error})."
+    if freshness == "recheck_due":
+        return f"{base} A recheck was due {_when(record.recheck_after)}; it has not been confirmed since."
+    return base

@@ -1,11 +1,42 @@
+"""Celery tasks. They take ids, read state from the database, and call the domain functions."""
+
 from __future__ import annotations
 
-from celery import shared_task
+from typing import Any
 
-from memory_admin.memory import actions
+from celery import shared_task
+from django.db import transaction
+
+from memory_admin.memory import actions, rechecks
+from memory_admin.memory.models import MemoryRecord, RecheckAttempt
+
+# A source that cannot be reached is retried this many times with growing pauses, then left for
+# the next sweep after the claim lease.
+RECHECK_RETRIES = 3
 
 
 @shared_task
 def settle_valid_time_transitions() -> int:
     """Beat task: records whose validity ended become superseded or expired (see actions)."""
     return actions.settle_valid_time_transitions()
+
+
+@shared_task
+def sweep_due_rechecks(limit: int = 500) -> int:
+    """Beat task: claim records past `recheck_after` and enqueue one recheck each, after commit."""
+    with transaction.atomic():
+        ids = rechecks.claim_due(limit=limit)
+        transaction.on_commit(lambda: [recheck_record.delay(record_id) for record_id in ids])
+    return len(ids)
+
+
+@shared_task(bind=True, max_retries=RECHECK_RETRIES)
+def recheck_record(self: Any, record_id: int) -> str:
+    record = MemoryRecord.objects.select_related("project").filter(pk=record_id).first()
+    if record is None or record.status != MemoryRecord.Status.ACCEPTED or not record.is_head:
+        MemoryRecord.objects.filter(pk=record_id).update(recheck_claimed_at=None)
+        return "skipped"
+    attempt = rechecks.recheck_now(record, trigger=RecheckAttempt.Trigger.SWEEP)
+    if attempt.outcome == RecheckAttempt.Outcome.SOURCE_UNAVAILABLE and self.request.retries < self.max_retries:
+        raise self.retry(countdown=2 ** (self.request.retries + 1))
+    return str(attempt.outcome)

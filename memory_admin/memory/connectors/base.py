@@ -1,0 +1,65 @@
+"""The interface every canonical-source connector implements. A new connector is one file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+
+class SourceUnavailable(Exception):
+    """The source could not be reached or refused us (timeout, refused, 5xx, auth failure)."""
+
+
+class SourceAmbiguous(Exception):
+    """The source answered, but not with one readable value (nothing, several, contradictory)."""
+
+    def __init__(self, message: str, candidates: list[Any] | None = None) -> None:
+        super().__init__(message)
+        self.candidates = candidates or []
+
+
+class CannotFetch(Exception):
+    """This connector has no way to fetch by itself (e.g. a person must verify)."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the canonical source says now about one fact."""
+
+    value: Any
+    revision: str
+    ref: str  # where it was read, e.g. the URL
+
+
+@dataclass(frozen=True)
+class FactKey:
+    project_id: str
+    subject_id: str
+    predicate: str
+
+
+class Connector:
+    """Reads one field's canonical source.
+
+    `validate` returns problems with the settings as sentences for a person; `fetch` returns an
+    Observation or raises SourceUnavailable, SourceAmbiguous or CannotFetch.
+    """
+
+    name: ClassVar[str]
+    can_fetch: ClassVar[bool] = True
+    allowed_keys: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        self.settings = settings
+
+    @classmethod
+    def validate(cls, settings: dict[str, Any]) -> list[str]:
+        unknown = set(settings) - cls.allowed_keys - {"connector"}
+        return [f"Unknown settings for the {cls.name} connector: {', '.join(sorted(unknown))}."] if unknown else []
+
+    @property
+    def timeout(self) -> float:
+        return float(self.settings.get("timeout_seconds", 10))
+
+    def fetch(self, key: FactKey) -> Observation:
+        raise CannotFetch(f"The {self.name} connector cannot fetch by itself.")

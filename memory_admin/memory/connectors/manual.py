@@ -1,0 +1,10 @@
+from __future__ import annotations
+
+from memory_admin.memory.connectors.base import Connector
+
+
+class ManualConnector(Connector):
+    """A person verifies in the dashboard: "still true", "changed to …" or "cannot tell"."""
+
+    name = "manual"
+    can_fetch = False

@@ -1,0 +1,287 @@
+"""The recheck engine: confirm records against their field's canonical source (PRODUCT.md rules 6-8).
+
+Five outcomes, one stored RecheckAttempt each. Only a value read from the field's canonical source
+verifies; a failed recheck never moves `last_verified_at`. The sweep, the Celery tasks, the read for
+acting, the dashboard's "recheck now", manual verification and agents' reports all end in
+`record_recheck`.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from memory_admin.accounts.models import Principal, Role, Tenant
+from memory_admin.memory import audit
+from memory_admin.memory.actions import Assertion, Outcome, assert_fact
+from memory_admin.memory.connectors import (
+    CannotFetch,
+    FactKey,
+    SourceAmbiguous,
+    SourceUnavailable,
+    connector_for,
+)
+from memory_admin.memory.errors import Forbidden, InvalidInput
+from memory_admin.memory.models import FieldPolicy, MemoryRecord, RecheckAttempt
+from memory_admin.memory.policies import CANONICAL_ISSUER, authorize_issuer, policy_for
+
+Result = RecheckAttempt.Outcome
+Trigger = RecheckAttempt.Trigger
+Status = MemoryRecord.Status
+
+# A claimed record is not claimed again for this long (a failed source is retried after it).
+CLAIM_LEASE = timedelta(minutes=15)
+
+
+def canonical_issuer(tenant: Tenant | int) -> Principal:
+    """The tenant's system principal that writes values fetched from canonical sources."""
+    tenant_id = tenant if isinstance(tenant, int) else tenant.pk
+    principal, _ = Principal.objects.get_or_create(
+        tenant_id=tenant_id,
+        name=CANONICAL_ISSUER,
+        defaults={
+            "username": f"{CANONICAL_ISSUER}@{Tenant.objects.get(pk=tenant_id).slug}",
+            "kind": Principal.Kind.AGENT,
+            "roles": [Role.AGENT],
+            "password": "!",  # no password login
+        },
+    )
+    return principal
+
+
+def _canonical_ref(record: MemoryRecord, policy: FieldPolicy | None, fetched_ref: str) -> str:
+    prefix = policy.canonical_ref_prefix if policy else ""
+    if prefix and record.source_canonical_ref.startswith(prefix):
+        return record.source_canonical_ref
+    if prefix:
+        return f"{prefix}{record.project.key}/{record.subject_id}"
+    return fetched_ref or record.source_canonical_ref
+
+
+def record_recheck(
+    record: MemoryRecord,
+    *,
+    outcome: str,
+    trigger: str,
+    observed_value: Any = None,
+    source_revision: str = "",
+    source_ref: str = "",
+    reporter: Principal | None = None,
+    duration_ms: int = 0,
+    error: str = "",
+    now: datetime | None = None,
+) -> RecheckAttempt:
+    """Store one attempt and apply what it means for the record.
+
+    1. verified_unchanged → `last_verified_at` = now, `recheck_after` moves by the policy's interval;
+    2. verified_changed → the observed value enters through assert_fact, issued by the reporter or the
+       tenant's canonical-source principal, verified now, superseding the record;
+    3. source_unavailable, source_ambiguous, not_checked → stored; `last_verified_at` never moves;
+       an ambiguous source (or a manual field waiting for a person) flags the record for an owner.
+    A verified outcome for a record that is no longer the current belief is stored as not_checked.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        locked = MemoryRecord.objects.select_for_update().select_related("project").get(pk=record.pk)
+        policy = policy_for(locked.tenant_id, locked.project.key, locked.predicate)
+        if outcome in (Result.VERIFIED_UNCHANGED, Result.VERIFIED_CHANGED) and not (
+            locked.status == Status.ACCEPTED and locked.is_head
+        ):
+            error = f"Not applied: the record is no longer the current belief ({locked.status}). {error}".strip()
+            outcome = Result.NOT_CHECKED
+        attempt = RecheckAttempt(
+            tenant_id=locked.tenant_id, record=locked, outcome=outcome, trigger=trigger, observed_value=observed_value,
+            source_revision=source_revision[:100], source_ref=source_ref[:500], reporter=reporter,
+            duration_ms=duration_ms, error=error, attempted_at=now,
+        )  # fmt: skip
+        before = audit.snapshot(locked)
+        if outcome == Result.VERIFIED_CHANGED and observed_value == locked.value:
+            attempt.outcome = outcome = Result.VERIFIED_UNCHANGED
+        if outcome == Result.VERIFIED_UNCHANGED:
+            locked.last_verified_at = now
+            interval = policy.recheck_interval if policy else None
+            locked.recheck_after = now + interval if interval else None
+            locked.recheck_claimed_at = None
+            locked.attention = ""
+            locked.save(update_fields=["last_verified_at", "recheck_after", "recheck_claimed_at", "attention"])
+        elif outcome == Result.VERIFIED_CHANGED:
+            issuer = reporter or canonical_issuer(locked.tenant_id)
+            result = assert_fact(
+                issuer,
+                Assertion(
+                    project_id=locked.project.key, subject_id=locked.subject_id, predicate=locked.predicate,
+                    value=observed_value, valid_from=now, source_canonical_ref=_canonical_ref(locked, policy, source_ref),
+                    source_revision=source_revision or now.isoformat(), expected_revision=locked.revision,
+                ),
+                now=now, verified_at=now,
+            )  # fmt: skip
+            if result.outcome == Outcome.CREATED:
+                attempt.new_record = result.record
+            else:
+                attempt.outcome = Result.SOURCE_AMBIGUOUS
+                attempt.error = (
+                    f"The source's value could not become current ({result.outcome.value}: source revision "
+                    f"{source_revision!r} does not order after {locked.source_revision!r}). {error}"
+                ).strip()
+            locked.refresh_from_db()
+            locked.recheck_claimed_at = None
+            locked.attention = attempt.error if attempt.outcome == Result.SOURCE_AMBIGUOUS else ""
+            locked.save(update_fields=["recheck_claimed_at", "attention"])
+        elif outcome == Result.SOURCE_AMBIGUOUS or (outcome == Result.NOT_CHECKED and trigger != Trigger.ACTION):
+            if outcome == Result.SOURCE_AMBIGUOUS or error:
+                locked.attention = error or "The canonical source's answer was ambiguous."
+                locked.save(update_fields=["attention"])
+        attempt.save()
+        audit.record_event(
+            tenant=locked.tenant_id, actor=reporter, action=f"record.rechecked.{attempt.outcome}",
+            object_type="record", object_id=locked.memory_id, before=before, after=audit.snapshot(locked),
+            reason=attempt.error, at=now,
+        )  # fmt: skip
+    return attempt
+
+
+def can_fetch(policy: FieldPolicy | None) -> bool:
+    """Whether the field's canonical source can be read without a person."""
+    connector = connector_for(policy.canonical_source if policy else None)
+    return connector is not None and connector.can_fetch
+
+
+def recheck_now(record: MemoryRecord, *, trigger: str, reporter: Principal | None = None) -> RecheckAttempt:
+    """Fetch the record's field from its canonical source now and record what that concludes.
+
+    The fetch runs outside any transaction (no lock is held across the network); a connector that
+    cannot fetch by itself (manual) or a field without a canonical source gives not_checked.
+    """
+    policy = policy_for(record.tenant_id, record.project.key, record.predicate)
+    connector = connector_for(policy.canonical_source if policy else None)
+    if connector is None:
+        why = "no field policy" if policy is None else "the field's policy names no canonical source"
+        return record_recheck(record, outcome=Result.NOT_CHECKED, trigger=trigger, reporter=reporter,
+                              error=f"Not checked: {why}.")  # fmt: skip
+    key = FactKey(record.project.key, record.subject_id, record.predicate)
+    started = time.monotonic()
+    try:
+        observation = connector.fetch(key)
+    except CannotFetch:
+        return record_recheck(record, outcome=Result.NOT_CHECKED, trigger=trigger, reporter=reporter,
+                              error="Awaiting manual verification by a person.")  # fmt: skip
+    except SourceUnavailable as exc:
+        return record_recheck(record, outcome=Result.SOURCE_UNAVAILABLE, trigger=trigger, reporter=reporter,
+                              duration_ms=_ms(started), error=str(exc))  # fmt: skip
+    except SourceAmbiguous as exc:
+        return record_recheck(record, outcome=Result.SOURCE_AMBIGUOUS, trigger=trigger, reporter=reporter,
+                              duration_ms=_ms(started), error=str(exc),
+                              observed_value=exc.candidates or None)  # fmt: skip
+    outcome = Result.VERIFIED_UNCHANGED if observation.value == record.value else Result.VERIFIED_CHANGED
+    return record_recheck(
+        record, outcome=outcome, trigger=trigger, observed_value=observation.value,
+        source_revision=observation.revision, source_ref=observation.ref, duration_ms=_ms(started),
+    )  # fmt: skip
+
+
+def _ms(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
+
+
+def test_source(policy: FieldPolicy, subject_id: str, project_id: str | None = None) -> dict[str, Any]:
+    """What a recheck of `subject_id` would conclude now, without storing anything ("test this source")."""
+    connector = connector_for(policy.canonical_source)
+    project = project_id or (policy.project.key if policy.project_id else "")  # type: ignore[union-attr]
+    if connector is None:
+        return {"outcome": Result.NOT_CHECKED, "detail": "This policy names no canonical source."}
+    key = FactKey(project, subject_id, policy.predicate)
+    started = time.monotonic()
+    try:
+        observation = connector.fetch(key)
+    except CannotFetch:
+        return {"outcome": Result.NOT_CHECKED, "detail": "Manual: a person verifies this field in the dashboard."}
+    except SourceUnavailable as exc:
+        return {"outcome": Result.SOURCE_UNAVAILABLE, "detail": str(exc), "duration_ms": _ms(started)}
+    except SourceAmbiguous as exc:
+        return {"outcome": Result.SOURCE_AMBIGUOUS, "detail": str(exc), "candidates": exc.candidates,
+                "duration_ms": _ms(started)}  # fmt: skip
+    current = (
+        MemoryRecord.objects.filter(
+            tenant_id=policy.tenant_id, project__key=project, subject_id=subject_id, predicate=policy.predicate,
+            is_head=True, status=Status.ACCEPTED,
+        ).first()
+    )  # fmt: skip
+    if current is None:
+        conclusion, detail = "no_current_record", "The source answers, but we hold no current value to compare."
+    elif current.value == observation.value:
+        conclusion, detail = Result.VERIFIED_UNCHANGED, "The source confirms the current value."
+    else:
+        conclusion, detail = Result.VERIFIED_CHANGED, "The source has a different value; a recheck would supersede."
+    return {
+        "outcome": conclusion, "detail": detail, "observed_value": observation.value,
+        "source_revision": observation.revision, "url": observation.ref, "duration_ms": _ms(started),
+        "current_value": current.value if current else None,
+    }  # fmt: skip
+
+
+def report_recheck(
+    reporter: Principal,
+    record: MemoryRecord,
+    *,
+    outcome: str,
+    observed_value: Any = None,
+    source_revision: str = "",
+    source_ref: str = "",
+    error: str = "",
+    trigger: str = Trigger.REPORT,
+) -> RecheckAttempt:
+    """An outcome reported by an agent (API) or a person (manual verification in the dashboard).
+
+    Only a report from the field's canonical source can verify: the reporter must be authorized for
+    the field, and either the field is verified manually or the report names a source under the
+    field's canonical prefix. Failures are recorded from any writer of the tenant.
+    """
+    if outcome not in Result.values:
+        raise InvalidInput({"outcome": [f"Use one of {', '.join(Result.values)}."]})
+    if not reporter.can_write:
+        raise Forbidden("This principal may not report rechecks.")
+    if outcome in (Result.VERIFIED_UNCHANGED, Result.VERIFIED_CHANGED):
+        policy = policy_for(record.tenant_id, record.project.key, record.predicate)
+        authorize_issuer(reporter, policy)
+        manual = bool(policy and policy.canonical_source and policy.canonical_source.get("connector") == "manual")
+        ref = source_ref or record.source_canonical_ref
+        prefix = policy.canonical_ref_prefix if policy else ""
+        if not manual and not (prefix and ref.startswith(prefix)):
+            raise Forbidden(
+                "Only a value read from this field's canonical source verifies it"
+                + (f" (a source under {prefix!r})." if prefix else "; the field's policy names none."),
+                code_override="not_canonical_source",
+            )
+        if outcome == Result.VERIFIED_CHANGED and observed_value is None:
+            raise InvalidInput({"observed_value": ["A changed value needs the value observed."]})
+        if outcome == Result.VERIFIED_UNCHANGED and observed_value is not None and observed_value != record.value:
+            raise InvalidInput({"observed_value": ["Differs from the record's value; report verified_changed."]})
+    return record_recheck(
+        record, outcome=outcome, trigger=trigger, observed_value=observed_value, source_revision=source_revision,
+        source_ref=source_ref, reporter=reporter, error=error,
+    )  # fmt: skip
+
+
+def claim_due(now: datetime | None = None, *, limit: int = 500) -> list[int]:
+    """Claim up to `limit` current records past `recheck_after` for rechecking, oldest first.
+
+    Rows locked by a concurrent sweep are skipped and claimed rows are stamped, so two sweeps never
+    take the same record in one round (a claim expires after CLAIM_LEASE).
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        ids = list(
+            MemoryRecord.objects.due_for_recheck(now)
+            .filter(is_head=True)
+            .filter(Q(recheck_claimed_at__isnull=True) | Q(recheck_claimed_at__lt=now - CLAIM_LEASE))
+            .order_by("recheck_after")
+            .select_for_update(skip_locked=True)
+            .values_list("id", flat=True)[:limit]
+        )
+        MemoryRecord.objects.filter(id__in=ids).update(recheck_claimed_at=now)
+    return ids
