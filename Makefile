@@ -23,6 +23,7 @@ test: $(STAMP)
 	@set -euo pipefail; \
 	db_url=$$(bin/ensure-postgres); \
 	redis_url=$$(bin/ensure-redis); \
+	bin/ensure-chromium; \
 	echo "Testing against $$db_url (redis: $${redis_url:-none})"; \
 	broker=$${redis_url:+$$redis_url/15}; \
 	DATABASE_URL="$$db_url" REDIS_URL="$$redis_url" CELERY_BROKER_URL="$${broker:-filesystem://}" \

@@ -146,6 +146,8 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 CELERY_TIMEZONE = "UTC"
+# First pause (seconds) before retrying an unreachable canonical source; it doubles each retry.
+RECHECK_RETRY_DELAY = float(envint("RECHECK_RETRY_DELAY_MS", 2000)) / 1000
 
 # --- Internationalisation ---------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"

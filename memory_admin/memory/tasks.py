@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from celery import shared_task
+from django.conf import settings
 from django.db import transaction
 
 from memory_admin.memory import actions, rechecks
@@ -38,5 +39,5 @@ def recheck_record(self: Any, record_id: int) -> str:
         return "skipped"
     attempt = rechecks.recheck_now(record, trigger=RecheckAttempt.Trigger.SWEEP)
     if attempt.outcome == RecheckAttempt.Outcome.SOURCE_UNAVAILABLE and self.request.retries < self.max_retries:
-        raise self.retry(countdown=2 ** (self.request.retries + 1))
+        raise self.retry(countdown=settings.RECHECK_RETRY_DELAY * 2**self.request.retries)
     return str(attempt.outcome)

@@ -10,7 +10,7 @@ from django.utils.dateparse import parse_duration
 from django.utils.duration import duration_iso_string
 from rest_framework import serializers
 
-from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord
+from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord, RecheckAttempt
 from memory_admin.memory.reads import FactView
 
 
@@ -308,3 +308,50 @@ class FieldPolicySerializer(serializers.ModelSerializer):
         data = super().to_representation(instance)
         data["project_id"] = instance.project.key if instance.project_id else None  # type: ignore[union-attr]
         return data
+
+
+class RecheckReportSerializer(serializers.Serializer):
+    """Body of `POST /records/{memory_id}/rechecks/`."""
+
+    outcome = serializers.ChoiceField(choices=RecheckAttempt.Outcome.choices)
+    observed_value = serializers.JSONField(required=False, allow_null=True)
+    source_revision = serializers.CharField(required=False, allow_blank=True, max_length=100, default="")
+    source_ref = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")
+    error = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")
+
+
+def attempt_payload(attempt: RecheckAttempt) -> dict[str, Any]:
+    return {
+        "id": attempt.pk,
+        "memory_id": attempt.record.memory_id,
+        "outcome": attempt.outcome,
+        "trigger": attempt.trigger,
+        "observed_value": attempt.observed_value,
+        "source_revision": attempt.source_revision,
+        "source_ref": attempt.source_ref,
+        "duration_ms": attempt.duration_ms,
+        "error": attempt.error,
+        "reporter": (attempt.reporter.name or attempt.reporter.username) if attempt.reporter else None,
+        "new_memory_id": attempt.new_record.memory_id if attempt.new_record else None,
+        "attempted_at": _iso(attempt.attempted_at),
+    }
+
+
+class RecheckAttemptSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    memory_id = serializers.CharField()
+    outcome = serializers.ChoiceField(choices=RecheckAttempt.Outcome.choices)
+    trigger = serializers.ChoiceField(choices=RecheckAttempt.Trigger.choices)
+    observed_value = serializers.JSONField(allow_null=True)
+    source_revision = serializers.CharField()
+    source_ref = serializers.CharField()
+    duration_ms = serializers.IntegerField()
+    error = serializers.CharField()
+    reporter = serializers.CharField(allow_null=True)
+    new_memory_id = serializers.CharField(allow_null=True)
+    attempted_at = serializers.DateTimeField()
+
+
+class SourceTestSerializer(serializers.Serializer):
+    subject_id = serializers.CharField(max_length=200)
+    project_id = serializers.CharField(max_length=100, required=False)

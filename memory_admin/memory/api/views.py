@@ -14,7 +14,7 @@ from rest_framework.response import Response
 
 from memory_admin.accounts.models import Principal
 from memory_admin.accounts.permissions import IsAdminRole
-from memory_admin.memory import actions, policies, reads
+from memory_admin.memory import actions, policies, reads, rechecks
 from memory_admin.memory.actions import Assertion, Outcome
 from memory_admin.memory.api import serializers as s
 from memory_admin.memory.api.pagination import OldestFirstCursorPagination
@@ -123,6 +123,28 @@ class RecordViewSet(viewsets.GenericViewSet):
             valid_to=body.validated_data.get("valid_to"),
         )
         return Response(s.record_payload(self._record(memory_id)))
+
+    @extend_schema(request=s.RecheckReportSerializer, responses={201: s.RecheckAttemptSerializer})
+    @action(detail=True, methods=["get", "post"])
+    def rechecks(self, request: Request, memory_id: str) -> Response:
+        """GET: the record's recheck attempts, newest first. POST: report an outcome."""
+        record = self._record(memory_id)
+        if request.method == "GET":
+            attempts = record.rechecks.select_related("record", "reporter", "new_record").order_by("-id")[:200]
+            return Response({"memory_id": memory_id, "results": [s.attempt_payload(a) for a in attempts]})
+        body = s.RecheckReportSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        attempt = rechecks.report_recheck(
+            _principal(request),
+            record,
+            outcome=data["outcome"],
+            observed_value=data.get("observed_value"),
+            source_revision=data["source_revision"],
+            source_ref=data["source_ref"],
+            error=data["error"],
+        )
+        return Response(s.attempt_payload(attempt), status=status.HTTP_201_CREATED)
 
 
 class CurrentFactViewSet(viewsets.ViewSet):
@@ -234,3 +256,14 @@ class FieldPolicyViewSet(
 
     def perform_destroy(self, instance: FieldPolicy) -> None:
         policies.delete_field_policy(_principal(self.request), instance)
+
+    @extend_schema(request=s.SourceTestSerializer, responses=dict)
+    @action(detail=True, methods=["post"])
+    def test(self, request: Request, pk: str) -> Response:
+        """Fetch one subject from the canonical source now and say what a recheck would conclude."""
+        body = s.SourceTestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        result = rechecks.test_source(
+            self.get_object(), body.validated_data["subject_id"], body.validated_data.get("project_id")
+        )
+        return Response(result)
