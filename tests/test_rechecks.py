@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.models import FieldPolicy, MemoryRecord, RecheckAttempt
-from memory_admin.memory.rechecks import record_recheck, recheck_now
+from memory_admin.memory.rechecks import recheck_now, record_recheck
 from tests.canonical_source import http_json_source, serving
 from tests.conftest import DEADLINE, deadline
 
