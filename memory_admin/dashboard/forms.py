@@ -99,3 +99,108 @@ class AuditFilterForm(forms.Form):
     since = LocalDateTimeField(required=False, label="From")
     until = LocalDateTimeField(required=False, label="To")
     after = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+
+
+class PolicyForm(forms.Form):
+    """A field policy as an admin edits it; `to_policy_data` gives what save_field_policy takes."""
+
+    project_id = forms.CharField(required=False, max_length=100, label="Project (blank: every project)")
+    predicate = forms.CharField(max_length=200)
+    authorized_issuers = forms.CharField(
+        required=False, max_length=2000, label="Authorized issuers (names, comma-separated; blank: any writer)"
+    )
+    canonical_ref_prefix = forms.CharField(required=False, max_length=500)
+    connector = forms.ChoiceField(
+        choices=[("", "No canonical source"), ("manual", "Manual (a person verifies)"), ("http_json", "HTTP JSON")],
+        required=False,
+    )
+    url_template = forms.CharField(required=False, max_length=1000)
+    value_pointer = forms.CharField(required=False, max_length=200)
+    revision_pointer = forms.CharField(required=False, max_length=200)
+    timeout_seconds = forms.FloatField(required=False, min_value=0.1, max_value=60)
+    auth_header = forms.CharField(required=False, max_length=100)
+    auth_secret_env = forms.CharField(required=False, max_length=100, label="Auth secret: environment variable name")
+    recheck_interval = forms.CharField(required=False, max_length=50, label="Recheck interval (ISO 8601, e.g. P1D)")
+    recheck_before_action = forms.BooleanField(required=False)
+    on_failure = forms.ChoiceField(
+        choices=[("answer_with_caveat", "Answer with a caveat"), ("block_action", "Block actions")]
+    )
+    risk = forms.ChoiceField(choices=[("low", "Low"), ("high", "High")])
+    retention_days = forms.IntegerField(required=False, min_value=1)
+
+    def clean_recheck_interval(self) -> Any:
+        from django.utils.dateparse import parse_duration
+
+        text = self.cleaned_data["recheck_interval"].strip()
+        if not text:
+            return None
+        parsed = parse_duration(text) if text.startswith("P") else None
+        if parsed is None or parsed.total_seconds() <= 0:
+            raise forms.ValidationError("Give an ISO 8601 duration such as P1D or PT6H.")
+        return parsed
+
+    def to_policy_data(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        source: dict[str, Any] | None = None
+        if data["connector"] == "manual":
+            source = {"connector": "manual"}
+        elif data["connector"] == "http_json":
+            source = {
+                "connector": "http_json",
+                "url_template": data["url_template"],
+                "value_pointer": data["value_pointer"],
+                "revision_pointer": data["revision_pointer"],
+                "timeout_seconds": data["timeout_seconds"] if data["timeout_seconds"] is not None else 5,
+            }
+            if data["auth_header"] or data["auth_secret_env"]:
+                source["auth_header"] = data["auth_header"]
+                source["auth_secret_env"] = data["auth_secret_env"]
+        return {
+            "project_id": data["project_id"].strip() or None,
+            "predicate": data["predicate"].strip(),
+            "authorized_issuers": [n.strip() for n in data["authorized_issuers"].split(",") if n.strip()],
+            "canonical_ref_prefix": data["canonical_ref_prefix"].strip(),
+            "canonical_source": source,
+            "recheck_interval": data["recheck_interval"],
+            "recheck_before_action": data["recheck_before_action"],
+            "on_failure": data["on_failure"],
+            "risk": data["risk"],
+            "retention_days": data["retention_days"],
+        }
+
+    @classmethod
+    def initial_for(cls, policy: Any) -> dict[str, Any]:
+        from django.utils.duration import duration_iso_string
+
+        source = policy.canonical_source or {}
+        return {
+            "project_id": policy.project.key if policy.project_id else "",
+            "predicate": policy.predicate,
+            "authorized_issuers": ", ".join(policy.authorized_issuers),
+            "canonical_ref_prefix": policy.canonical_ref_prefix,
+            "connector": source.get("connector", ""),
+            **{k: source.get(k, "") for k in SOURCE_TEXT_KEYS},
+            "timeout_seconds": source.get("timeout_seconds"),
+            "recheck_interval": duration_iso_string(policy.recheck_interval) if policy.recheck_interval else "",
+            "recheck_before_action": policy.recheck_before_action,
+            "on_failure": policy.on_failure,
+            "risk": policy.risk,
+            "retention_days": policy.retention_days,
+        }
+
+
+SOURCE_TEXT_KEYS = ("url_template", "value_pointer", "revision_pointer", "auth_header", "auth_secret_env")
+
+
+class SourceTestForm(forms.Form):
+    subject_id = forms.CharField(max_length=200)
+    project_id = forms.CharField(required=False, max_length=100)
+
+
+class ManualVerifyForm(forms.Form):
+    verdict = forms.ChoiceField(
+        choices=[("still_true", "Still true"), ("changed", "Changed to…"), ("cannot_tell", "Cannot tell")]
+    )
+    new_value = forms.CharField(required=False, max_length=2000)
+    source_revision = forms.CharField(required=False, max_length=100)
+    note = forms.CharField(required=False, max_length=2000)

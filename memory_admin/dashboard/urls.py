@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from memory_admin.dashboard import views
+from memory_admin.dashboard import recheck_views, views
 
 app_name = "dashboard"
 
@@ -20,4 +20,12 @@ urlpatterns = [
     path("disputes/", views.dispute_list, name="disputes"),
     path("disputes/<str:dispute_id>/resolve/", views.resolve, name="resolve"),
     path("audit/", views.audit_log, name="audit"),
+    path("records/<str:memory_id>/recheck/", recheck_views.recheck, name="recheck"),
+    path("records/<str:memory_id>/verify/", recheck_views.manual_verify, name="verify"),
+    path("rechecks/", recheck_views.recheck_queue, name="rechecks"),
+    path("policies/", recheck_views.policy_list, name="policies"),
+    path("policies/new/", recheck_views.policy_edit, name="policy_new"),
+    path("policies/<int:policy_id>/", recheck_views.policy_edit, name="policy"),
+    path("policies/<int:policy_id>/delete/", recheck_views.policy_delete, name="policy_delete"),
+    path("policies/<int:policy_id>/test/", recheck_views.policy_test, name="policy_test"),
 ]

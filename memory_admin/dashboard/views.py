@@ -27,7 +27,8 @@ from memory_admin.accounts.models import Principal
 from memory_admin.dashboard.forms import AsOfForm, AuditFilterForm, BulkForm, ReasonForm, RecordFilterForm, ResolveForm
 from memory_admin.memory import actions, reads
 from memory_admin.memory.errors import DomainError, Forbidden, NotFound
-from memory_admin.memory.models import AuditEvent, Dispute, MemoryRecord
+from memory_admin.memory.models import AuditEvent, Dispute, MemoryRecord, RecheckAttempt
+from memory_admin.memory.policies import policy_for
 
 Status = MemoryRecord.Status
 PAGE_SIZE = 50
@@ -36,7 +37,7 @@ PAGE_SIZE = 50
 OPERATIONS = [
     ("exclude", "Exclude from context", "The record is wrong or must not reach an agent, but is kept for the record."),
     ("expire", "Expire, keep as history", "The fact stopped holding and nothing replaces it; history still answers as-of questions."),
-    ("recheck", "Recheck now", "The value may have changed at its canonical source; fetch it again. (Arrives with canonical sources.)"),
+    ("recheck", "Recheck now", "The value may have changed at its canonical source; fetch it again and keep what it says."),
     ("delete", "Request deletion", "The content must not be kept at all, in any store. (Arrives with deletion requests.)"),
 ]  # fmt: skip
 
@@ -251,6 +252,7 @@ def fact(request: HttpRequest) -> HttpResponse:
     except DomainError:
         view = None
     memory_ids = [r.memory_id for r in chain]
+    policy = policy_for(principal.tenant_id, project, predicate)  # type: ignore[arg-type]
     head = next((r for r in chain if r.is_head), chain[-1])
     context = {
         "project": project,
@@ -276,6 +278,9 @@ def fact(request: HttpRequest) -> HttpResponse:
             status=Dispute.Status.OPEN,
         ).first(),
         "operations": OPERATIONS,
+        "policy": policy,
+        "manual_field": bool(policy and (policy.canonical_source or {}).get("connector") == "manual"),
+        "attempts": RecheckAttempt.objects.filter(record__in=[r.pk for r in chain]).order_by("-id")[:50],
         "can_curate": principal.can_curate,
         "here": request.get_full_path(),
     }

@@ -72,6 +72,7 @@ def record_recheck(
     source_revision: str = "",
     source_ref: str = "",
     reporter: Principal | None = None,
+    issuer: Principal | None = None,
     duration_ms: int = 0,
     error: str = "",
     now: datetime | None = None,
@@ -79,8 +80,10 @@ def record_recheck(
     """Store one attempt and apply what it means for the record.
 
     1. verified_unchanged → `last_verified_at` = now, `recheck_after` moves by the policy's interval;
-    2. verified_changed → the observed value enters through assert_fact, issued by the reporter or the
-       tenant's canonical-source principal, verified now, superseding the record;
+    2. verified_changed → the observed value enters through assert_fact, issued by `issuer` (an agent
+       reporting from the canonical source, a person verifying a manual field) or else the tenant's
+       canonical-source principal, verified now, superseding the record;
+    `reporter` is who asked for the recheck (kept on the attempt).
     3. source_unavailable, source_ambiguous, not_checked → stored; `last_verified_at` never moves;
        an ambiguous source (or a manual field waiting for a person) flags the record for an owner.
     A verified outcome for a record that is no longer the current belief is stored as not_checked.
@@ -110,9 +113,8 @@ def record_recheck(
             locked.attention = ""
             locked.save(update_fields=["last_verified_at", "recheck_after", "recheck_claimed_at", "attention"])
         elif outcome == Result.VERIFIED_CHANGED:
-            issuer = reporter or canonical_issuer(locked.tenant_id)
             result = assert_fact(
-                issuer,
+                issuer or canonical_issuer(locked.tenant_id),
                 Assertion(
                     project_id=locked.project.key, subject_id=locked.subject_id, predicate=locked.predicate,
                     value=observed_value, valid_from=now, source_canonical_ref=_canonical_ref(locked, policy, source_ref),
@@ -179,7 +181,7 @@ def recheck_now(record: MemoryRecord, *, trigger: str, reporter: Principal | Non
                               observed_value=exc.candidates or None)  # fmt: skip
     outcome = Result.VERIFIED_UNCHANGED if observation.value == record.value else Result.VERIFIED_CHANGED
     return record_recheck(
-        record, outcome=outcome, trigger=trigger, observed_value=observation.value,
+        record, outcome=outcome, trigger=trigger, observed_value=observation.value, reporter=reporter,
         source_revision=observation.revision, source_ref=observation.ref, duration_ms=_ms(started),
     )  # fmt: skip
 
@@ -263,7 +265,7 @@ def report_recheck(
             raise InvalidInput({"observed_value": ["Differs from the record's value; report verified_changed."]})
     return record_recheck(
         record, outcome=outcome, trigger=trigger, observed_value=observed_value, source_revision=source_revision,
-        source_ref=source_ref, reporter=reporter, error=error,
+        source_ref=source_ref, reporter=reporter, issuer=reporter, error=error,
     )  # fmt: skip
 
 
