@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "memory_admin.accounts",
     "memory_admin.memory",
+    "memory_admin.derived",
     "memory_admin.dashboard",
     "deletion",
 ]
@@ -160,6 +161,13 @@ STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "static"
 STATIC_ROOT.mkdir(exist_ok=True)
+
+# --- Vector index (LanceDB, embedded on local or shared disk) -----------------------------------
+VECTOR_INDEX_PATH = envstr("VECTOR_INDEX_PATH", str(VAR_DIR / "vectors"))
+EMBEDDING_MODEL = envstr("EMBEDDING_MODEL", "")  # a sentence-transformers model available offline
+EMBEDDING_DIM = envint("EMBEDDING_DIM", 256)
+# Cached fact answers live this long at most (they are evicted at once when a base changes).
+FACT_CACHE_SECONDS = envint("FACT_CACHE_SECONDS", 300)
 
 # --- Request limits ---------------------------------------------------------------------------
 # A body larger than this is refused with 413 before it is parsed.

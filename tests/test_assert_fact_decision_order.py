@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from memory_admin.memory.models import AuditEvent, Dispute, FieldPolicy, MemoryRecord
-from tests.conftest import DEADLINE, at, body, deadline
+from tests.conftest import DEADLINE, TASK_REF, at, body, deadline
 
 
 def test_a_first_assertion_is_accepted_with_201(api, agent):
@@ -17,8 +17,12 @@ def test_a_first_assertion_is_accepted_with_201(api, agent):
     assert data["status"] == "accepted"
     assert data["revision"] == 1
     assert data["outcome"] == "created"
-    assert data["source"] == {"canonical_ref": DEADLINE and data["source"]["canonical_ref"], "revision": "r17",
-                              "issuer_principal_id": "agent-7"}  # fmt: skip
+    assert data["source"] == {
+        "canonical_ref": TASK_REF,
+        "revision": "r17",
+        "issuer_principal_id": "agent-7",
+        "event_ids": [],
+    }
     assert data["recorded_to"] is None and data["valid_to"] is None
 
 

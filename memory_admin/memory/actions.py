@@ -20,6 +20,9 @@ from django.db.models import Q, Subquery
 from django.utils import timezone
 
 from memory_admin.accounts.models import Principal, Tenant
+from memory_admin.derived.models import Event
+from memory_admin.derived.propagation import propagate
+from memory_admin.derived.tasks import refresh_record_vectors
 from memory_admin.memory import audit
 from memory_admin.memory.errors import (
     DisputeOpen,
@@ -33,6 +36,7 @@ from memory_admin.memory.errors import (
 from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord, Project
 from memory_admin.memory.policies import authorize_issuer, policy_for
 from memory_admin.memory.ranking import compare_source_revisions, source_rank
+from memory_admin.queueing import enqueue_after_commit
 
 Status = MemoryRecord.Status
 
@@ -65,6 +69,7 @@ class Assertion:
     valid_to: datetime | None = None
     expected_revision: int | None = None
     derived_from: list[dict[str, Any]] | None = None
+    event_ids: list[str] | None = None
 
 
 _TEXT_LIMITS = {
@@ -162,13 +167,15 @@ def _cut_overlapping(
             old.recorded_to = now
         old.save(update_fields=["valid_to", "valid_to_recorded_at", "superseded_by", "status", "recorded_to"])
         changed.append(old)
+    ended = [old for old in changed if old.status == Status.SUPERSEDED]
+    propagate(ended, reason=f"Superseded by {new.memory_id} (revision {new.revision}).", now=now)
     return changed
 
 
 _PROJECT_IDS: dict[tuple[int, str], int] = {}
 
 
-def _project(tenant: Tenant, key: str) -> Project:
+def project_for(tenant: Tenant, key: str) -> Project:
     """The tenant's project `key`, created on first use. Projects are never deleted, so their ids
     are remembered per process (one query less on every write)."""
     pk = _PROJECT_IDS.get((tenant.pk, key))
@@ -178,6 +185,11 @@ def _project(tenant: Tenant, key: str) -> Project:
     # Remembered only once committed: a rolled-back creation must not leave a dangling id behind.
     transaction.on_commit(lambda: _PROJECT_IDS.__setitem__((tenant.pk, key), project.pk))
     return project
+
+
+def _embed_after_commit(*records: MemoryRecord) -> None:
+    memory_ids = [r.memory_id for r in records]
+    enqueue_after_commit(refresh_record_vectors, memory_ids)
 
 
 def _new_record(
@@ -193,7 +205,7 @@ def _new_record(
     memory_id: str,
     **fields: Any,
 ) -> MemoryRecord:
-    return MemoryRecord.objects.create(
+    record = MemoryRecord.objects.create(
         tenant_id=project.tenant_id,
         project=project,
         memory_id=memory_id,
@@ -213,8 +225,11 @@ def _new_record(
         source_revision=a.source_revision,
         issuer=principal,
         derived_from=a.derived_from or [],
+        source_event_ids=a.event_ids or [],
         **fields,
     )
+    _embed_after_commit(record)
+    return record
 
 
 def assert_fact(
@@ -243,6 +258,14 @@ def assert_fact(
     tenant: Tenant = principal.tenant  # type: ignore[assignment]
     policy = policy_for(tenant, a.project_id, a.predicate)
     authorize_issuer(principal, policy)
+    if a.event_ids:
+        known = set(
+            Event.objects.filter(tenant=tenant, project__key=a.project_id, public_id__in=a.event_ids).values_list(
+                "public_id", flat=True
+            )
+        )
+        if unknown := sorted(set(a.event_ids) - known):
+            raise InvalidInput({"source": [f"Unknown event ids in {a.project_id}: {', '.join(unknown)}."]})
     now = now or timezone.now()
     try:
         with transaction.atomic():
@@ -261,7 +284,7 @@ def _assert_locked(
     verified_at: datetime | None,
     memory_id: str,
 ) -> AssertResult:
-    project = _project(tenant, a.project_id)
+    project = project_for(tenant, a.project_id)
     lock_fact(tenant.pk, a.project_id, a.subject_id, a.predicate)
     facts = MemoryRecord.objects.for_fact(project, a.subject_id, a.predicate)
     # One round trip: the head, every accepted row (they may need cutting), and the highest revision.
@@ -396,6 +419,8 @@ def _open_dispute(
     before = audit.snapshot(head)
     head.status = Status.DISPUTED
     head.save(update_fields=["status"])
+    propagate([head], reason="Disputed: an equal-rank source disagrees.", now=now)
+    _embed_after_commit(head)
     record = _new_record(a, revision=revision, status=Status.DISPUTED, verified_at=verified_at, **common)
     dispute = Dispute.objects.create(
         tenant_id=head.tenant_id, project=head.project, subject_id=head.subject_id, predicate=head.predicate,
@@ -469,9 +494,13 @@ def exclude_record(principal: Principal, memory_id: str, reason: str, *, now: da
         if record.status == Status.DISPUTED:
             raise DisputeOpen("This record is part of an open dispute; resolve the dispute instead.")
         before = audit.snapshot(record)
+        was_current = record.status == Status.ACCEPTED
         record.status = Status.EXCLUDED
         record.status_reason = reason
         record.save(update_fields=["status", "status_reason"])
+        if was_current:
+            propagate([record], reason=f"Excluded: {reason}", now=now)
+        _embed_after_commit(record)
         audit.record_event(
             tenant=record.tenant_id, actor=principal, action="record.excluded", object_type="record",
             object_id=record.memory_id, before=before, after=audit.snapshot(record), reason=reason, at=now,
@@ -507,14 +536,10 @@ def expire_record(
         # Validity that ends later stays accepted until then, like a scheduled hand-over.
         if end <= now:
             record.status = Status.EXPIRED
-        record.save(
-            update_fields=[
-                "valid_to",
-                "valid_to_recorded_at",
-                "status",
-                "status_reason",
-            ]
-        )
+        record.save(update_fields=["valid_to", "valid_to_recorded_at", "status", "status_reason"])
+        if record.status == Status.EXPIRED:
+            propagate([record], reason=f"Expired: {reason}", now=now)
+            _embed_after_commit(record)
         audit.record_event(
             tenant=record.tenant_id, actor=principal, action="record.expired", object_type="record",
             object_id=record.memory_id, before=before, after=audit.snapshot(record), reason=reason, at=now,
@@ -593,6 +618,7 @@ def resolve_dispute(
             )  # fmt: skip
         if chosen is not None:
             _cut_overlapping(chosen, now)
+        _embed_after_commit(*candidates)
         dispute.status = Dispute.Status.RESOLVED
         dispute.resolved_at = now
         dispute.resolved_by = principal
@@ -611,7 +637,17 @@ def settle_valid_time_transitions(now: datetime | None = None) -> int:
     """Move accepted records whose validity has ended to `superseded` (a successor took over) or
     `expired` (none did). The belief did not change, so record time is left as it is."""
     now = now or timezone.now()
-    ended = MemoryRecord.objects.filter(status=Status.ACCEPTED, valid_to__lte=now)
-    count = ended.filter(superseded_by__isnull=False).update(status=Status.SUPERSEDED)
-    count += ended.filter(superseded_by__isnull=True).update(status=Status.EXPIRED)
+    count = 0
+    with transaction.atomic():
+        ended = list(MemoryRecord.objects.select_for_update().filter(status=Status.ACCEPTED, valid_to__lte=now))
+        for tenant_id in {r.tenant_id for r in ended}:
+            mine = [r for r in ended if r.tenant_id == tenant_id]
+            successors = [r.pk for r in mine if r.superseded_by_id]
+            count += MemoryRecord.objects.filter(pk__in=successors).update(status=Status.SUPERSEDED)
+            count += MemoryRecord.objects.filter(pk__in=[r.pk for r in mine if not r.superseded_by_id]).update(
+                status=Status.EXPIRED
+            )
+            propagate(mine, reason="Its validity ended.", now=now)
+        if ended:
+            _embed_after_commit(*ended)
     return count

@@ -72,3 +72,8 @@ class RecheckRequired(DomainError):
 class FactDisputed(DomainError):
     code = "fact_disputed"
     status = 409
+
+
+class BaseNotCurrent(DomainError):
+    code = "base_not_current"
+    status = 409

@@ -140,6 +140,8 @@ class MemoryRecord(models.Model):
         related_name="supersedes",
     )
     derived_from = models.JSONField(default=list, blank=True)
+    # The raw conversation events (public ids) this record was extracted from: `source.event_ids`.
+    source_event_ids = models.JSONField(default=list, blank=True)
 
     # The recheck engine's claim: a sweep sets it before enqueueing, so two sweeps never take one record.
     recheck_claimed_at = models.DateTimeField(null=True, blank=True)
@@ -197,6 +199,15 @@ class MemoryRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.memory_id} {self.subject_id}.{self.predicate} r{self.revision}"
+
+    def is_current_at(self, now: datetime) -> bool:
+        """The current belief at `now`: accepted, the fact's head, and valid then."""
+        return (
+            self.status == self.Status.ACCEPTED
+            and self.is_head
+            and self.valid_from <= now
+            and (self.valid_to is None or self.valid_to > now)
+        )
 
     @property
     def fact_label(self) -> str:

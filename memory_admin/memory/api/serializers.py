@@ -71,6 +71,7 @@ def record_payload(record: MemoryRecord) -> dict[str, Any]:
             "canonical_ref": record.source_canonical_ref,
             "revision": record.source_revision,
             "issuer_principal_id": record.issuer.name or record.issuer.username,
+            "event_ids": record.source_event_ids,
         },
         "supersedes": [older.memory_id for older in record.supersedes.all()],
         "superseded_by": record.superseded_by.memory_id if record.superseded_by_id else None,  # type: ignore[union-attr]
@@ -115,6 +116,7 @@ class RecordSerializer(serializers.Serializer):
 class SourceInSerializer(serializers.Serializer):
     canonical_ref = serializers.CharField(max_length=500)
     revision = serializers.CharField(max_length=100)
+    event_ids = serializers.ListField(child=serializers.CharField(max_length=64), required=False, max_length=200)
 
 
 class DerivedFromSerializer(serializers.Serializer):

@@ -86,6 +86,7 @@ class RecordViewSet(viewsets.GenericViewSet):
                 source_revision=data["source"]["revision"],
                 expected_revision=data.get("expected_revision"),
                 derived_from=[dict(d) for d in data.get("derived_from", [])],
+                event_ids=data["source"].get("event_ids"),
             ),
         )
         payload = s.record_payload(self._record(result.record.memory_id))

@@ -1,0 +1,233 @@
+"""API of the derived stores: events, summaries, scheduled actions, loaded contexts, invalidations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from memory_admin.accounts.models import Principal
+from memory_admin.derived import lineage
+from memory_admin.derived.lineage import BaseRef
+from memory_admin.derived.models import ContextLoad, Event, Invalidation, ScheduledAction, Summary
+from memory_admin.memory.api.serializers import AwareDateTimeField, DerivedFromSerializer
+
+
+def _principal(request: Request) -> Principal:
+    return request.user  # type: ignore[return-value]
+
+
+def _iso(moment: Any) -> str | None:
+    return moment.isoformat() if moment is not None else None
+
+
+def _bases(items: list[dict[str, Any]]) -> list[BaseRef]:
+    return [BaseRef(item["memory_id"], item["revision"]) for item in items]
+
+
+# --- Events (the log store) -------------------------------------------------------------------
+
+
+class EventSerializer(serializers.Serializer):
+    project_id = serializers.CharField(max_length=100)
+    session_id = serializers.CharField(max_length=200)
+    actor = serializers.CharField(max_length=200)
+    text = serializers.CharField(max_length=20000)
+    occurred_at = AwareDateTimeField()
+    subject_ids = serializers.ListField(child=serializers.CharField(max_length=200), max_length=100, default=list)
+
+
+def event_payload(event: Event) -> dict[str, Any]:
+    return {
+        "id": event.public_id, "project_id": event.project.key, "session_id": event.session_id,
+        "actor": event.actor, "text": "" if event.redacted_at else event.text, "redacted": bool(event.redacted_at),
+        "occurred_at": _iso(event.occurred_at), "subject_ids": event.subject_ids, "recorded_at": _iso(event.recorded_at),
+    }  # fmt: skip
+
+
+class EventViewSet(viewsets.GenericViewSet):
+    serializer_class = EventSerializer
+
+    def get_queryset(self) -> QuerySet[Event]:
+        return Event.objects.filter(tenant_id=_principal(self.request).tenant_id).select_related("project")
+
+    def create(self, request: Request) -> Response:
+        body = EventSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        event = lineage.log_event(_principal(request), **body.validated_data)
+        return Response(event_payload(event), status=status.HTTP_201_CREATED)
+
+    def list(self, request: Request) -> Response:
+        events = self.get_queryset()
+        for param, lookup in (("project_id", "project__key"), ("session_id", "session_id")):
+            if request.query_params.get(param):
+                events = events.filter(**{lookup: request.query_params[param]})
+        if request.query_params.get("subject_id"):
+            events = events.filter(subject_ids__contains=[request.query_params["subject_id"]])
+        page = self.paginate_queryset(events)
+        return self.get_paginated_response([event_payload(e) for e in page or []])
+
+
+# --- Summaries --------------------------------------------------------------------------------
+
+
+class SummaryInSerializer(serializers.Serializer):
+    project_id = serializers.CharField(max_length=100)
+    text = serializers.CharField(max_length=50000)
+    derived_from = DerivedFromSerializer(many=True)
+    kind = serializers.CharField(max_length=50, default="text")
+
+
+def summary_payload(summary: Summary) -> dict[str, Any]:
+    return {
+        "id": summary.public_id, "project_id": summary.project.key, "kind": summary.kind, "text": summary.text,
+        "derived_from": summary.derived_from, "status": summary.status, "status_reason": summary.status_reason,
+        "status_changed_at": _iso(summary.status_changed_at), "created_at": _iso(summary.created_at),
+        "created_by": summary.created_by.name or summary.created_by.username,
+        "replaces": summary.replaces.public_id if summary.replaces_id else None,  # type: ignore[union-attr]
+    }  # fmt: skip
+
+
+class SummaryViewSet(viewsets.ViewSet):
+    lookup_field = "summary_id"
+
+    @extend_schema(request=SummaryInSerializer)
+    def create(self, request: Request) -> Response:
+        body = SummaryInSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        summary = lineage.create_summary(
+            _principal(request), project_id=data["project_id"], text=data["text"], kind=data["kind"],
+            bases=_bases(data["derived_from"]),
+        )  # fmt: skip
+        return Response(summary_payload(summary), status=status.HTTP_201_CREATED)
+
+    def retrieve(self, request: Request, summary_id: str) -> Response:
+        return Response(summary_payload(lineage.get_summary(_principal(request), summary_id)))
+
+
+# --- Scheduled actions ------------------------------------------------------------------------
+
+
+class ActionInSerializer(serializers.Serializer):
+    project_id = serializers.CharField(max_length=100)
+    kind = serializers.CharField(max_length=100)
+    payload = serializers.JSONField(default=dict)
+    due_at = AwareDateTimeField()
+    derived_from = DerivedFromSerializer(many=True)
+
+
+class ConfirmSerializer(serializers.Serializer):
+    derived_from = DerivedFromSerializer(many=True)
+    due_at = AwareDateTimeField(required=False)
+    payload = serializers.JSONField(required=False)
+
+
+def action_payload(item: ScheduledAction) -> dict[str, Any]:
+    return {
+        "id": item.public_id, "project_id": item.project.key, "kind": item.kind, "payload": item.payload,
+        "due_at": _iso(item.due_at), "derived_from": item.derived_from, "status": item.status,
+        "status_reason": item.status_reason, "status_changed_at": _iso(item.status_changed_at),
+        "agent_id": item.agent.name, "created_at": _iso(item.created_at),
+    }  # fmt: skip
+
+
+class ScheduledActionViewSet(viewsets.ViewSet):
+    lookup_field = "action_id"
+
+    @extend_schema(request=ActionInSerializer)
+    def create(self, request: Request) -> Response:
+        body = ActionInSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        item = lineage.schedule_action(
+            _principal(request), project_id=data["project_id"], kind=data["kind"], payload=data["payload"],
+            due_at=data["due_at"], bases=_bases(data["derived_from"]),
+        )  # fmt: skip
+        return Response(action_payload(item), status=status.HTTP_201_CREATED)
+
+    def retrieve(self, request: Request, action_id: str) -> Response:
+        return Response(action_payload(lineage.get_action(_principal(request), action_id)))
+
+    @extend_schema(request=ConfirmSerializer)
+    @action(detail=True, methods=["post"])
+    def confirm(self, request: Request, action_id: str) -> Response:
+        """Re-confirm a suspended action against the current values."""
+        body = ConfirmSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        item = lineage.confirm_action(
+            _principal(request), action_id, bases=_bases(data["derived_from"]), due_at=data.get("due_at"),
+            payload=data.get("payload"),
+        )  # fmt: skip
+        return Response(action_payload(item))
+
+
+# --- Loaded contexts and their invalidation notices --------------------------------------------
+
+
+class ContextLoadSerializer(serializers.Serializer):
+    agent_id = serializers.CharField(max_length=150, required=False)
+    session_id = serializers.CharField(max_length=200)
+    project_id = serializers.CharField(max_length=100, required=False)
+    memories = DerivedFromSerializer(many=True)
+    expires_at = AwareDateTimeField()
+
+
+def context_payload(load: ContextLoad) -> dict[str, Any]:
+    return {
+        "id": load.public_id, "agent_id": load.agent.name, "session_id": load.session_id,
+        "loaded_at": _iso(load.loaded_at), "expires_at": _iso(load.expires_at),
+        "memories": [{"memory_id": i.record.memory_id, "revision": i.revision} for i in load.items.all()],
+        "open_invalidations": [n.public_id for n in load.invalidations.all() if n.acknowledged_at is None],
+    }  # fmt: skip
+
+
+def invalidation_payload(notice: Invalidation) -> dict[str, Any]:
+    return {
+        "id": notice.public_id, "memory_id": notice.record.memory_id, "revision": notice.revision,
+        "session_id": notice.load.session_id, "context_load_id": notice.load.public_id, "reason": notice.reason,
+        "current_memory_id": notice.successor.memory_id if notice.successor_id else None,  # type: ignore[union-attr]
+        "created_at": _iso(notice.created_at), "acknowledged_at": _iso(notice.acknowledged_at),
+    }  # fmt: skip
+
+
+class ContextLoadViewSet(viewsets.ViewSet):
+    @extend_schema(request=ContextLoadSerializer)
+    def create(self, request: Request) -> Response:
+        body = ContextLoadSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        principal = _principal(request)
+        if data.get("agent_id") and data["agent_id"] != principal.name:
+            return Response(
+                {"code": "forbidden", "detail": "An agent registers only its own loaded contexts."},
+                status=status.HTTP_403_FORBIDDEN,
+            )
+        load = lineage.register_context_load(
+            principal, session_id=data["session_id"], bases=_bases(data["memories"]), expires_at=data["expires_at"],
+            project_id=data.get("project_id"),
+        )  # fmt: skip
+        load = ContextLoad.objects.prefetch_related("items__record", "invalidations").get(pk=load.pk)
+        return Response(context_payload(load), status=status.HTTP_201_CREATED)
+
+
+class InvalidationViewSet(viewsets.ViewSet):
+    """`/agents/{agent_id}/invalidations/`: the notices an agent must apply, and their acknowledgement."""
+
+    lookup_field = "invalidation_id"
+
+    def list(self, request: Request, agent_id: str) -> Response:
+        open_only = request.query_params.get("status", "open") != "all"
+        notices = lineage.invalidations_for(_principal(request), agent_id, open_only=open_only).order_by("id")[:500]
+        return Response({"agent_id": agent_id, "results": [invalidation_payload(n) for n in notices]})
+
+    @action(detail=True, methods=["post"])
+    def ack(self, request: Request, agent_id: str, invalidation_id: str) -> Response:
+        notice = lineage.acknowledge(_principal(request), agent_id, invalidation_id)
+        return Response(invalidation_payload(notice))

@@ -1,0 +1,241 @@
+"""Where copies of facts live on, with lineage (PRODUCT.md rule 10): raw conversation events, summaries,
+scheduled actions, agents' loaded contexts with their invalidation notices, cache manifests, and the log
+of what stale propagation did to each dependant."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from memory_admin.accounts.models import Tenant
+from memory_admin.memory.models import MemoryRecord, Project, new_public_id
+
+
+class PublicIdModel(models.Model):
+    public_prefix = ""
+    public_id = models.CharField(max_length=64, unique=True, default="")
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self.public_id:
+            self.public_id = new_public_id(self.public_prefix)
+        super().save(*args, **kwargs)
+
+
+class Event(PublicIdModel):
+    """A raw conversation event (the log store). Append-only; a deletion may only redact its text."""
+
+    public_prefix = "evt"
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="events")
+    session_id = models.CharField(max_length=200)
+    actor = models.CharField(max_length=200)
+    text = models.TextField()
+    occurred_at = models.DateTimeField()
+    subject_ids = models.JSONField(default=list, blank=True)
+    recorded_at = models.DateTimeField(default=timezone.now)
+    redacted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # The events list: a project's events, newest first; a session's events.
+            models.Index(fields=["tenant", "project", "-id"], name="event_project_newest"),
+            models.Index(fields=["tenant", "session_id", "id"], name="event_session"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} {self.session_id} {self.actor}"
+
+
+class Lineage(models.TextChoices):
+    CURRENT = "current", "Current"
+    STALE = "stale", "Stale"
+    SUSPENDED = "suspended", "Suspended"
+    WITHDRAWN = "withdrawn", "Withdrawn"
+
+
+class Summary(PublicIdModel):
+    """A text derived from memory records; it goes stale when a base stops being the current belief."""
+
+    public_prefix = "sum"
+    Status = Lineage
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="summaries")
+    kind = models.CharField(max_length=50, default="text")
+    text = models.TextField()
+    derived_from = models.JSONField(default=list)
+    status = models.CharField(max_length=10, choices=Lineage.choices, default=Lineage.CURRENT)
+    status_reason = models.TextField(blank=True)
+    status_changed_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    replaces = models.ForeignKey("self", on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+
+    class Meta:
+        verbose_name_plural = "summaries"
+        indexes = [models.Index(fields=["tenant", "status", "-id"], name="summary_tenant_status")]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} ({self.status})"
+
+
+class SummaryBase(models.Model):
+    """One base of a summary; propagation finds a record's summaries through these rows."""
+
+    summary = models.ForeignKey(Summary, on_delete=models.CASCADE, related_name="bases")
+    record = models.ForeignKey(MemoryRecord, on_delete=models.PROTECT, related_name="summary_uses")
+    revision = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["summary", "record"], name="summary_base_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.summary_id} ← {self.record_id} r{self.revision}"
+
+
+class ScheduledAction(PublicIdModel):
+    """An action an agent planned from facts. Suspended when a base changes, until re-confirmed."""
+
+    class Status(models.TextChoices):
+        SCHEDULED = "scheduled", "Scheduled"
+        SUSPENDED = "suspended", "Suspended"
+        CANCELLED = "cancelled", "Cancelled"
+        DONE = "done", "Done"
+
+    public_prefix = "act"
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="scheduled_actions")
+    agent = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    kind = models.CharField(max_length=100)
+    payload = models.JSONField(default=dict, blank=True)
+    due_at = models.DateTimeField()
+    derived_from = models.JSONField(default=list)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.SCHEDULED)
+    status_reason = models.TextField(blank=True)
+    status_changed_at = models.DateTimeField(default=timezone.now)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "status", "due_at"], name="action_tenant_status_due")]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} {self.kind} ({self.status})"
+
+
+class ActionBase(models.Model):
+    action = models.ForeignKey(ScheduledAction, on_delete=models.CASCADE, related_name="bases")
+    record = models.ForeignKey(MemoryRecord, on_delete=models.PROTECT, related_name="action_uses")
+    revision = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["action", "record"], name="action_base_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.action_id} ← {self.record_id} r{self.revision}"
+
+
+class ContextLoad(PublicIdModel):
+    """What an agent loaded into a working context (one session), until it expires."""
+
+    public_prefix = "ctx"
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    agent = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    session_id = models.CharField(max_length=200)
+    loaded_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "agent", "-id"], name="context_agent_newest")]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} {self.session_id}"
+
+
+class ContextItem(models.Model):
+    load = models.ForeignKey(ContextLoad, on_delete=models.CASCADE, related_name="items")
+    record = models.ForeignKey(MemoryRecord, on_delete=models.PROTECT, related_name="context_uses")
+    revision = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["load", "record"], name="context_item_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.load_id} ← {self.record_id} r{self.revision}"
+
+
+class Invalidation(PublicIdModel):
+    """A notice to an agent session that a memory it loaded is no longer the current belief.
+
+    Delivered is not applied: it stays open until the agent acknowledges it (or the session expires).
+    """
+
+    public_prefix = "inv"
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    agent = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    load = models.ForeignKey(ContextLoad, on_delete=models.CASCADE, related_name="invalidations")
+    record = models.ForeignKey(MemoryRecord, on_delete=models.PROTECT, related_name="invalidations")
+    revision = models.PositiveIntegerField()
+    reason = models.TextField(blank=True)
+    successor = models.ForeignKey(MemoryRecord, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # One notice per loaded copy; propagation may run again without duplicating it.
+            models.UniqueConstraint(fields=["load", "record"], name="invalidation_once_per_copy"),
+        ]
+        indexes = [
+            # An agent's open notices, oldest first (the agent API and the agents page).
+            models.Index(
+                fields=["tenant", "agent", "id"], condition=Q(acknowledged_at__isnull=True), name="invalidation_open"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} {self.record_id}"
+
+
+class CacheEntry(models.Model):
+    """The manifest of a cache key: which records it depends on, so keys are found without scanning."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    key = models.CharField(max_length=250, unique=True)
+    kind = models.CharField(max_length=20, default="answer")
+    created_at = models.DateTimeField(default=timezone.now)
+    evicted_at = models.DateTimeField(null=True, blank=True)
+    records = models.ManyToManyField(MemoryRecord, related_name="cache_entries")
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class Propagation(models.Model):
+    """What stale propagation did to one dependant of a record that left the current belief."""
+
+    class Kind(models.TextChoices):
+        SUMMARY = "summary", "Summary"
+        ACTION = "action", "Scheduled action"
+        CONTEXT = "context", "Loaded context"
+        CACHE = "cache", "Cache key"
+        VECTOR = "vector", "Vector entry"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    record = models.ForeignKey(MemoryRecord, on_delete=models.PROTECT, related_name="propagations")
+    dependant_kind = models.CharField(max_length=10, choices=Kind.choices)
+    dependant_id = models.CharField(max_length=250)
+    action = models.CharField(max_length=40)
+    reason = models.TextField(blank=True)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["record", "-id"], name="propagation_record_newest")]
+
+    def __str__(self) -> str:
+        return f"{self.record_id} → {self.dependant_kind} {self.dependant_id}: {self.action}"
