@@ -25,9 +25,10 @@ test: $(STAMP)
 	redis_url=$$(bin/ensure-redis); \
 	bin/ensure-chromium; \
 	echo "Testing against $$db_url (redis: $${redis_url:-none})"; \
-	broker=$${redis_url:+$$redis_url/15}; \
+	broker=$${redis_url:+$$redis_url/15}; cache=$${redis_url:+$$redis_url/13}; \
 	DATABASE_URL="$$db_url" REDIS_URL="$$redis_url" CELERY_BROKER_URL="$${broker:-filesystem://}" \
-	CELERY_TASK_DEFAULT_QUEUE="tests-$$$$" VAR_DIR="$(CURDIR)/var/test" $(PY) -m pytest $(PYTEST_ARGS)
+	CACHE_URL="$${cache:-locmem://}" VECTOR_INDEX_PATH="$(CURDIR)/var/test/vectors" \
+	CELERY_TASK_DEFAULT_QUEUE="tests-$$$$" CACHE_KEY_PREFIX="tests-$$$$" VAR_DIR="$(CURDIR)/var/test" $(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -114,7 +114,12 @@ def _cache_from_url(url: str) -> dict[str, object]:
     raise ImproperlyConfigured(f"CACHE_URL={url!r}: use redis://, rediss://, locmem:// or file:///path")
 
 
-CACHES = {"default": _cache_from_url(envstr("CACHE_URL", f"file://{VAR_DIR / 'cache'}"))}
+CACHES = {
+    "default": {
+        **_cache_from_url(envstr("CACHE_URL", f"file://{VAR_DIR / 'cache'}")),
+        "KEY_PREFIX": envstr("CACHE_KEY_PREFIX", ""),
+    }
+}
 
 # --- Celery -----------------------------------------------------------------------------------
 CELERY_BROKER_URL = envstr("CELERY_BROKER_URL", "filesystem://")

@@ -133,6 +133,9 @@ def propagate(records: Sequence[MemoryRecord], *, reason: str, now: datetime | N
         for _, key, record_id in cached:
             note(record_id, Kind.CACHE, key, "evicted")
         keys = result.cache_keys
+        # Now, so this transaction's own reads miss them; and again after commit, in case a concurrent
+        # reader refilled a key from the old committed value in between.
+        cache.delete_many(keys)
         transaction.on_commit(lambda: cache.delete_many(keys))
 
     # 5. Vector entries.

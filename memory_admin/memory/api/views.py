@@ -14,6 +14,7 @@ from rest_framework.response import Response
 
 from memory_admin.accounts.models import Principal
 from memory_admin.accounts.permissions import IsAdminRole
+from memory_admin.derived import caches
 from memory_admin.memory import actions, policies, reads, rechecks
 from memory_admin.memory.actions import Assertion, Outcome
 from memory_admin.memory.api import serializers as s
@@ -152,16 +153,20 @@ class CurrentFactViewSet(viewsets.ViewSet):
     @extend_schema(parameters=[s.FactQuerySerializer], responses=s.FactSerializer)
     def list(self, request: Request) -> Response:
         query = _query(s.FactQuerySerializer, request)
-        view = reads.fact_view(
-            _principal(request),
-            query["project_id"],
-            query["subject_id"],
-            query["predicate"],
-            purpose=query["purpose"],
-            valid_at=query.get("valid_at"),
-            known_at=query.get("known_at"),
-        )
-        return Response(s.fact_payload(view, query["project_id"], query["subject_id"], query["predicate"]))
+        principal = _principal(request)
+        key = (query["project_id"], query["subject_id"], query["predicate"])
+
+        def compute() -> tuple[dict[str, Any], MemoryRecord | None]:
+            view = reads.fact_view(
+                principal, *key, purpose=query["purpose"], valid_at=query.get("valid_at"),
+                known_at=query.get("known_at"),
+            )  # fmt: skip
+            return s.fact_payload(view, *key), view.record
+
+        if query["purpose"] == "answer" and "valid_at" not in query and "known_at" not in query:
+            # Answers for "now" are cached until their record changes; reads for acting never are.
+            return Response(caches.cached_fact(principal.tenant_id, *key, compute))  # type: ignore[arg-type]
+        return Response(compute()[0])
 
 
 class DisputeViewSet(viewsets.GenericViewSet):

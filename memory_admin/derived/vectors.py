@@ -1,0 +1,502 @@
+"""The vector index used for retrieval: LanceDB, embedded on local disk.
+
+One LanceDB table, ``entries``, holds one row per indexed object (a memory record or a summary) with
+its text and embedding. Several processes (web workers, Celery workers) open the same directory:
+
+* Reads see other processes' writes because the connection checks for a newer table version on every
+  read (``read_consistency_interval=0``); writes are always made against the latest version, and a
+  commit conflict is retried.
+* Every LanceDB write creates a new table *version*, and old versions keep the old data files, so a
+  deleted row is still on disk until `compact_and_cleanup` rewrites the data and removes every old
+  version. A deletion that must be provable runs `delete...`, then `compact_and_cleanup`, then checks
+  `rows_in_any_version` / `contains_text` / `files_contain`.
+* Removing old versions while another process reads or commits against one of them breaks that
+  process, so operations hold a shared `flock` on ``<path>/.lock`` and `compact_and_cleanup` takes it
+  exclusively.
+
+Values interpolated into LanceDB's SQL filter strings go through `sql_str` / `sql_int`: object ids
+come from users.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import lancedb
+import pyarrow as pa
+import pyarrow.compute as pc
+from django.conf import settings
+
+from memory_admin.derived.embedding import Embedder, get_embedder
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "KINDS",
+    "EmbedderMismatchError",
+    "Hit",
+    "VectorEntry",
+    "VectorIndex",
+    "clear_index_cache",
+    "get_index",
+    "sql_int",
+    "sql_str",
+    "where_objects",
+]
+
+TABLE_NAME = "entries"
+KINDS = ("record", "summary")
+# Schema metadata key naming the embedder that produced the stored vectors.
+_EMBEDDER_KEY = b"memory_admin.embedder"
+# Filter strings stay short: IN-lists are split into chunks of this many values.
+_CHUNK = 500
+_WRITE_ATTEMPTS = 6
+_T = TypeVar("_T")
+
+
+class EmbedderMismatchError(RuntimeError):
+    """The table on disk was built by a different embedder; its vectors are not comparable."""
+
+
+@dataclass(frozen=True)
+class VectorEntry:
+    """One indexed object. `entry_id` is unique across the index, e.g. ``record:mem-…``."""
+
+    entry_id: str
+    tenant_id: int
+    project_id: str
+    kind: str
+    object_id: str
+    revision: int
+    text: str
+    usable: bool = True
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A search result; `score` is cosine similarity (1 - cosine distance), higher is closer."""
+
+    entry_id: str
+    kind: str
+    object_id: str
+    revision: int
+    score: float
+    usable: bool
+    text: str
+
+
+# --- SQL filter helpers ---------------------------------------------------------------------------
+
+
+def sql_str(value: str) -> str:
+    """A string literal for a LanceDB (DataFusion) filter: single-quoted, quotes doubled.
+
+    Backslashes are not escape characters there, so doubling quotes is the whole job. NUL cannot
+    be represented and is rejected rather than silently truncating the literal.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"expected str, got {type(value).__name__}")
+    if "\x00" in value:
+        raise ValueError("NUL character in filter value")
+    return "'" + value.replace("'", "''") + "'"
+
+
+def sql_int(value: int) -> str:
+    """An integer literal; anything that is not an int (bools included) is refused."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"expected int, got {type(value).__name__}")
+    return str(int(value))
+
+
+def _in(column: str, values: Iterable[str]) -> str:
+    return f"{column} IN ({', '.join(sql_str(v) for v in values)})"
+
+
+def where_objects(tenant_id: int, object_ids: Sequence[str]) -> str:
+    """Filter matching a tenant's rows for these object ids (for `rows_in_any_version`)."""
+    if not object_ids:
+        return "false"
+    return f"tenant_id = {sql_int(tenant_id)} AND {_in('object_id', object_ids)}"
+
+
+def _chunks(values: Sequence[str]) -> Iterator[list[str]]:
+    unique = list(dict.fromkeys(values))
+    for start in range(0, len(unique), _CHUNK):
+        yield unique[start : start + _CHUNK]
+
+
+def _is_conflict(exc: BaseException) -> bool:
+    message = str(exc).lower()
+    return "conflict" in message or "retryable" in message
+
+
+# --- The index ------------------------------------------------------------------------------------
+
+
+def _default_path() -> Path:
+    configured = getattr(settings, "VECTOR_INDEX_PATH", None)
+    if configured:
+        return Path(configured)
+    return Path(settings.VAR_DIR) / "vectors"
+
+
+_ENTRY_COLUMNS = ["entry_id", "tenant_id", "project_id", "kind", "object_id", "revision", "text", "usable"]
+
+
+def _entry_from_row(row: dict[str, Any]) -> VectorEntry:
+    return VectorEntry(
+        entry_id=row["entry_id"],
+        tenant_id=int(row["tenant_id"]),
+        project_id=row["project_id"],
+        kind=row["kind"],
+        object_id=row["object_id"],
+        revision=int(row["revision"]),
+        text=row["text"],
+        usable=bool(row["usable"]),
+    )
+
+
+class VectorIndex:
+    """The ``entries`` table at `path`, embedding texts with `embedder`.
+
+    Safe to share between threads; each process should have its own instance (`get_index` does this).
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, embedder: Embedder | None = None) -> None:
+        self.path = Path(path) if path is not None else _default_path()
+        self.embedder: Embedder = embedder if embedder is not None else get_embedder()
+        self._mutex = threading.Lock()
+        self._table: Any = None  # lancedb.table.Table, opened lazily
+        self.schema = pa.schema(
+            [
+                pa.field("entry_id", pa.string(), nullable=False),
+                pa.field("tenant_id", pa.int64(), nullable=False),
+                pa.field("project_id", pa.string(), nullable=False),
+                pa.field("kind", pa.string(), nullable=False),
+                pa.field("object_id", pa.string(), nullable=False),
+                pa.field("revision", pa.int64(), nullable=False),
+                pa.field("text", pa.string(), nullable=False),
+                pa.field("usable", pa.bool_(), nullable=False),
+                pa.field("vector", pa.list_(pa.float32(), self.embedder.dim), nullable=False),
+            ],
+            metadata={_EMBEDDER_KEY: self.embedder.name.encode()},
+        )
+
+    def __repr__(self) -> str:
+        return f"VectorIndex({str(self.path)!r}, embedder={self.embedder.name!r})"
+
+    # --- plumbing ---------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _flock(self, exclusive: bool) -> Iterator[None]:
+        """Cross-process lock: shared for normal work, exclusive while old versions are removed."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    def _connect(self) -> Any:
+        # Zero interval: every read checks for a newer version, so other processes' writes show up.
+        return lancedb.connect(str(self.path), read_consistency_interval=timedelta(0))
+
+    def _open_table(self) -> Any:
+        with self._mutex:
+            if self._table is None:
+                db = self._connect()
+                try:
+                    table = db.open_table(TABLE_NAME)
+                except (ValueError, FileNotFoundError):
+                    # Create under the exclusive lock so two processes don't race to create it.
+                    with self._flock(exclusive=True):
+                        table = db.create_table(TABLE_NAME, schema=self.schema, exist_ok=True)
+                self._check_schema(table.schema)
+                self._table = table
+            return self._table
+
+    def _check_schema(self, schema: pa.Schema) -> None:
+        vector_type = schema.field("vector").type
+        stored_dim = getattr(vector_type, "list_size", None)
+        stored_name = (schema.metadata or {}).get(_EMBEDDER_KEY, b"").decode()
+        if stored_dim != self.embedder.dim or (stored_name and stored_name != self.embedder.name):
+            raise EmbedderMismatchError(
+                f"vector index at {self.path} was built by {stored_name or 'an unknown embedder'} "
+                f"(dim {stored_dim}); the current embedder is {self.embedder.name} (dim {self.embedder.dim}). "
+                "Rebuild the index (delete the directory and re-index) or restore the old embedder settings."
+            )
+
+    def _read(self, op: Callable[[Any], _T]) -> _T:
+        table = self._open_table()
+        with self._flock(exclusive=False):
+            return op(table)
+
+    def _write(self, op: Callable[[Any], _T]) -> _T:
+        """Run a write, retrying commit conflicts with other writers (LanceDB retries some itself)."""
+        table = self._open_table()
+        for attempt in range(1, _WRITE_ATTEMPTS + 1):
+            try:
+                with self._flock(exclusive=False):
+                    return op(table)
+            except Exception as exc:
+                if attempt == _WRITE_ATTEMPTS or not _is_conflict(exc):
+                    raise
+                logger.info("vector index commit conflict (attempt %d): %s", attempt, exc)
+                time.sleep(0.02 * 2**attempt)
+        raise AssertionError("unreachable")
+
+    # --- writes -----------------------------------------------------------------------------------
+
+    def upsert(self, entries: list[VectorEntry]) -> None:
+        """Insert or replace rows by `entry_id`; re-embedding a memory replaces its row."""
+        if not entries:
+            return
+        latest = {entry.entry_id: entry for entry in entries}  # last one wins within a batch
+        batch = list(latest.values())
+        for entry in batch:
+            if entry.kind not in KINDS:
+                raise ValueError(f"unknown kind {entry.kind!r} (expected one of {KINDS})")
+        vectors = self.embedder.embed([entry.text for entry in batch])
+        if len(vectors) != len(batch) or any(len(v) != self.embedder.dim for v in vectors):
+            raise ValueError(f"{self.embedder.name} returned vectors of the wrong shape")
+        data = pa.Table.from_pylist(
+            [
+                {
+                    "entry_id": e.entry_id,
+                    "tenant_id": e.tenant_id,
+                    "project_id": e.project_id,
+                    "kind": e.kind,
+                    "object_id": e.object_id,
+                    "revision": e.revision,
+                    "text": e.text,
+                    "usable": e.usable,
+                    "vector": v,
+                }
+                for e, v in zip(batch, vectors, strict=True)
+            ],
+            schema=self.schema,
+        )
+        self._refuse_cross_tenant(batch)
+
+        def merge(table: Any) -> Any:
+            return (
+                table.merge_insert("entry_id")
+                # Backstop for a race with the check above: never rewrite another tenant's row.
+                .when_matched_update_all(where="target.tenant_id = source.tenant_id")
+                .when_not_matched_insert_all()
+                .execute(data)
+            )
+
+        result = self._write(merge)
+        written = int(result.num_updated_rows) + int(result.num_inserted_rows)
+        if written != len(batch):
+            raise ValueError(f"{len(batch) - written} entry id(s) belong to another tenant; they were not written")
+
+    def _refuse_cross_tenant(self, batch: list[VectorEntry]) -> None:
+        """entry_id is unique across the whole index: refuse to move a row from one tenant to another."""
+        tenant_of = {entry.entry_id: entry.tenant_id for entry in batch}
+        for chunk in _chunks(list(tenant_of)):
+            where = _in("entry_id", chunk)
+            existing = self._read(
+                lambda t, w=where: t.search().where(w).select(["entry_id", "tenant_id"]).limit(None).to_arrow()
+            ).to_pylist()
+            clashes = sorted(row["entry_id"] for row in existing if row["tenant_id"] != tenant_of[row["entry_id"]])
+            if clashes:
+                raise ValueError(f"entry ids already indexed for another tenant: {clashes[:5]}")
+
+    def set_usable(self, entry_ids: list[str], usable: bool) -> int:
+        """Flag rows usable or not; returns how many rows actually changed."""
+        changed = 0
+        for chunk in _chunks(entry_ids):
+            # Only rows whose flag differs: the count is "changed", and no empty version is written.
+            where = f"{_in('entry_id', chunk)} AND usable = {'false' if usable else 'true'}"
+            if self._read(lambda t, w=where: t.count_rows(w)) == 0:
+                continue
+            result = self._write(lambda t, w=where: t.update(where=w, values={"usable": usable}))
+            changed += int(result.rows_updated)
+        return changed
+
+    def _delete_where(self, where: str) -> int:
+        # LanceDB commits a new (empty) version even when nothing matches; skip those.
+        if self._read(lambda t: t.count_rows(where)) == 0:
+            return 0
+        result = self._write(lambda t: t.delete(where))
+        return int(result.num_deleted_rows)
+
+    def delete(self, entry_ids: list[str]) -> int:
+        """Delete rows by `entry_id` from the current version (old versions keep them: see module doc)."""
+        return sum(self._delete_where(_in("entry_id", chunk)) for chunk in _chunks(entry_ids))
+
+    def delete_where_object(self, tenant_id: int, object_ids: list[str]) -> int:
+        """Delete a tenant's rows for these objects, whatever their kind."""
+        return sum(self._delete_where(where_objects(tenant_id, chunk)) for chunk in _chunks(object_ids))
+
+    # --- reads ------------------------------------------------------------------------------------
+
+    def search(
+        self,
+        *,
+        tenant_id: int,
+        project_id: str | None,
+        text: str,
+        k: int,
+        usable_only: bool = True,
+        kind: str | None = None,
+    ) -> list[Hit]:
+        """Top-`k` rows by cosine similarity to `text`, among the tenant's (and project's) rows.
+
+        The filter is applied before the nearest-neighbour search (prefilter), so `k` hits come back
+        whenever `k` rows match the filter.
+        """
+        if k <= 0:
+            return []
+        conditions = [f"tenant_id = {sql_int(tenant_id)}"]
+        if project_id is not None:
+            conditions.append(f"project_id = {sql_str(project_id)}")
+        if usable_only:
+            conditions.append("usable = true")
+        if kind is not None:
+            conditions.append(f"kind = {sql_str(kind)}")
+        where = " AND ".join(conditions)
+        query_vector = self.embedder.embed([text])[0]
+
+        def run(table: Any) -> pa.Table:
+            return (
+                table.search(query_vector, vector_column_name="vector")
+                .distance_type("cosine")
+                .where(where, prefilter=True)
+                .select(["entry_id", "kind", "object_id", "revision", "usable", "text"])
+                .limit(k)
+                .to_arrow()
+            )
+
+        rows = self._read(run).to_pylist()
+        hits = [
+            Hit(
+                entry_id=row["entry_id"],
+                kind=row["kind"],
+                object_id=row["object_id"],
+                revision=int(row["revision"]),
+                score=1.0 - float(row["_distance"]),
+                usable=bool(row["usable"]),
+                text=row["text"],
+            )
+            for row in rows
+        ]
+        hits.sort(key=lambda h: (-h.score, h.entry_id))  # stable order for equal scores
+        return hits
+
+    def find(self, *, tenant_id: int, object_ids: list[str]) -> list[VectorEntry]:
+        """Exact lookup of a tenant's rows by object id (no vector search), ordered by entry_id."""
+        found: list[VectorEntry] = []
+        for chunk in _chunks(object_ids):
+            where = where_objects(tenant_id, chunk)
+            rows = self._read(lambda t, w=where: t.search().where(w).select(_ENTRY_COLUMNS).limit(None).to_arrow())
+            found.extend(_entry_from_row(row) for row in rows.to_pylist())
+        return sorted(found, key=lambda e: e.entry_id)
+
+    def count(self, *, tenant_id: int | None = None) -> int:
+        where = None if tenant_id is None else f"tenant_id = {sql_int(tenant_id)}"
+        return int(self._read(lambda t: t.count_rows(where)))
+
+    def versions(self) -> int:
+        """Number of table versions on disk (1 right after `compact_and_cleanup`)."""
+        return len(self._read(lambda t: t.list_versions()))
+
+    # --- maintenance and deletion verification ----------------------------------------------------
+
+    def compact_and_cleanup(self) -> dict[str, int]:
+        """Rewrite data files without deleted rows and remove every old version.
+
+        Afterwards only the latest version exists, so a deleted row is physically gone. Takes the
+        exclusive lock: other processes' operations on this index wait until it is done.
+        """
+        table = self._open_table()
+        with self._flock(exclusive=True):
+            before = len(table.list_versions())
+            with warnings.catch_warnings():
+                # LanceDB warns that cleanup_older_than=0 breaks concurrent users; the lock covers that.
+                warnings.filterwarnings("ignore", message=r".*cleanup_older_than.*")
+                # delete_unverified: no transaction can be in flight under the exclusive lock, so
+                # files of crashed writes can go too.
+                table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+            after = len(table.list_versions())
+            return {"versions_before": before, "versions_after": after, "version": int(table.version)}
+
+    def contains_text(self, fragment: str) -> bool:
+        """Whether any row of the current version has `fragment` in its text."""
+
+        def scan(table: Any) -> bool:
+            texts = table.search().select(["text"]).limit(None).to_arrow().column("text")
+            return bool(len(texts)) and bool(pc.any(pc.match_substring(texts, fragment)).as_py())
+
+        return self._read(scan)
+
+    def rows_in_any_version(self, where: str) -> int:
+        """Rows matching `where`, summed over every version still on disk.
+
+        0 means no retained version can bring the rows back. Build `where` with `where_objects`,
+        `sql_str` and `sql_int`; it is passed to LanceDB verbatim.
+        """
+
+        def scan(table: Any) -> int:
+            # A separate handle: checkout() pins a handle to a version, and the shared one must not be.
+            pinned = self._connect().open_table(TABLE_NAME)
+            total = 0
+            for info in table.list_versions():
+                pinned.checkout(info["version"])
+                total += int(pinned.count_rows(where))
+            return total
+
+        return self._read(scan)
+
+    def files_contain(self, fragment: str) -> bool:
+        """Whether any file under the index directory contains `fragment`'s UTF-8 bytes.
+
+        Best effort: Lance may compress or dictionary-encode strings, so False is only conclusive
+        together with `rows_in_any_version`; True means some file (data, old version, transaction
+        log) still holds the bytes.
+        """
+        needle = fragment.encode()
+        with self._flock(exclusive=False):
+            for file in self.path.rglob("*"):
+                if file.is_file() and file.name != ".lock" and needle in file.read_bytes():
+                    return True
+        return False
+
+
+_indexes: dict[tuple[int, Path], VectorIndex] = {}
+_indexes_lock = threading.Lock()
+
+
+def get_index(path: str | os.PathLike[str] | None = None) -> VectorIndex:
+    """The process-wide `VectorIndex` for `path` (default: settings), using `get_embedder()`.
+
+    Keyed by process id as well, so a forked Celery child opens its own handle instead of reusing
+    the parent's.
+    """
+    resolved = (Path(path) if path is not None else _default_path()).resolve()
+    key = (os.getpid(), resolved)
+    with _indexes_lock:
+        index = _indexes.get(key)
+        if index is None:
+            index = _indexes[key] = VectorIndex(resolved)
+        return index
+
+
+def clear_index_cache() -> None:
+    """Forget the cached indexes (tests, settings changes)."""
+    with _indexes_lock:
+        _indexes.clear()
