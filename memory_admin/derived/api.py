@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from memory_admin.accounts.models import Principal
-from memory_admin.derived import lineage
+from memory_admin.derived import lineage, search
 from memory_admin.derived.lineage import BaseRef
 from memory_admin.derived.models import ContextLoad, Event, Invalidation, ScheduledAction, Summary
 from memory_admin.memory.api.serializers import AwareDateTimeField, DerivedFromSerializer
@@ -231,3 +231,38 @@ class InvalidationViewSet(viewsets.ViewSet):
     def ack(self, request: Request, agent_id: str, invalidation_id: str) -> Response:
         notice = lineage.acknowledge(_principal(request), agent_id, invalidation_id)
         return Response(invalidation_payload(notice))
+
+
+# --- Retrieval --------------------------------------------------------------------------------
+
+
+class SearchQuerySerializer(serializers.Serializer):
+    project_id = serializers.CharField(max_length=100, required=False)
+    q = serializers.CharField(max_length=2000)
+    k = serializers.IntegerField(min_value=1, max_value=100, default=10)
+    include = serializers.ChoiceField(choices=["usable", "all"], default="usable")
+
+
+def hit_payload(hit: search.SearchHit) -> dict[str, Any]:
+    record = hit.record
+    return {
+        "memory_id": record.memory_id, "project_id": record.project.key, "subject_id": record.subject_id,
+        "predicate": record.predicate, "value": record.value, "status": record.status, "revision": record.revision,
+        "score": round(hit.score, 6), "usable": hit.usable,
+        "current_memory_id": hit.current.memory_id if hit.current else None,
+        "current_value": hit.current.value if hit.current else None,
+    }  # fmt: skip
+
+
+class SearchViewSet(viewsets.ViewSet):
+    @extend_schema(parameters=[SearchQuerySerializer])
+    def list(self, request: Request) -> Response:
+        """Top-k retrieval as an agent sees it; only usable records unless include=all."""
+        query = SearchQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        data = query.validated_data
+        result = search.search(
+            _principal(request), project_id=data.get("project_id"), q=data["q"], k=data["k"],
+            include_all=data["include"] == "all",
+        )  # fmt: skip
+        return Response({"results": [hit_payload(h) for h in result.results]})

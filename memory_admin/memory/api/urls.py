@@ -14,6 +14,7 @@ router.register("events", derived.EventViewSet, basename="event")
 router.register("summaries", derived.SummaryViewSet, basename="summary")
 router.register("scheduled-actions", derived.ScheduledActionViewSet, basename="scheduled-action")
 router.register("context-loads", derived.ContextLoadViewSet, basename="context-load")
+router.register("search", derived.SearchViewSet, basename="search")
 router.register(
     r"agents/(?P<agent_id>[A-Za-z0-9_.@\-]+)/invalidations", derived.InvalidationViewSet, basename="invalidation"
 )
