@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from memory_admin.dashboard import recheck_views, views
+from memory_admin.dashboard import derived_views, recheck_views, views
 
 app_name = "dashboard"
 
@@ -23,6 +23,8 @@ urlpatterns = [
     path("records/<str:memory_id>/recheck/", recheck_views.recheck, name="recheck"),
     path("records/<str:memory_id>/verify/", recheck_views.manual_verify, name="verify"),
     path("rechecks/", recheck_views.recheck_queue, name="rechecks"),
+    path("agents/", derived_views.agents, name="agents"),
+    path("retrieval/", derived_views.retrieval, name="retrieval"),
     path("policies/", recheck_views.policy_list, name="policies"),
     path("policies/new/", recheck_views.policy_edit, name="policy_new"),
     path("policies/<int:policy_id>/", recheck_views.policy_edit, name="policy"),

@@ -25,6 +25,7 @@ from django.views.decorators.http import require_POST
 
 from memory_admin.accounts.models import Principal
 from memory_admin.dashboard.forms import AsOfForm, AuditFilterForm, BulkForm, ReasonForm, RecordFilterForm, ResolveForm
+from memory_admin.derived.dependants import dependants_of
 from memory_admin.memory import actions, reads
 from memory_admin.memory.errors import DomainError, Forbidden, NotFound
 from memory_admin.memory.models import AuditEvent, Dispute, MemoryRecord, RecheckAttempt
@@ -281,6 +282,7 @@ def fact(request: HttpRequest) -> HttpResponse:
         "policy": policy,
         "manual_field": bool(policy and (policy.canonical_source or {}).get("connector") == "manual"),
         "attempts": RecheckAttempt.objects.filter(record__in=[r.pk for r in chain]).order_by("-id")[:50],
+        "derived": dependants_of(chain),
         "can_curate": principal.can_curate,
         "here": request.get_full_path(),
     }

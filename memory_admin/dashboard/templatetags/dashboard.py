@@ -61,3 +61,14 @@ def query_with(context: template.Context, **changes: Any) -> str:
             params[key] = value
     encoded = params.urlencode()
     return f"?{encoded}" if encoded else "?"
+
+
+@register.filter
+def timesince_short(delta: Any) -> str:
+    """A duration as "3 d", "5 h" or "12 min"."""
+    seconds = int(delta.total_seconds())
+    if seconds >= 86400:
+        return f"{seconds // 86400} d"
+    if seconds >= 3600:
+        return f"{seconds // 3600} h"
+    return f"{max(seconds // 60, 0)} min"

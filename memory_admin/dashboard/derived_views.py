@@ -1,0 +1,49 @@
+"""Dashboard pages for the derived stores: agents' open notices and the retrieval preview."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+
+from memory_admin.dashboard.views import _principal, member_required
+from memory_admin.derived import search
+from memory_admin.derived.models import Invalidation
+
+
+@member_required
+def agents(request: HttpRequest) -> HttpResponse:
+    """Open invalidation notices, oldest first: a notice delivered is not a notice applied."""
+    principal = _principal(request)
+    now = timezone.now()
+    notices = list(
+        Invalidation.objects.filter(tenant_id=principal.tenant_id, acknowledged_at__isnull=True)
+        .select_related("agent", "load", "record", "successor")
+        .order_by("created_at")[:500]
+    )
+    by_agent: dict[str, list[Invalidation]] = {}
+    for notice in notices:
+        by_agent.setdefault(notice.agent.name, []).append(notice)
+    rows = [
+        {"agent": name, "count": len(items), "oldest": items[0].created_at, "age": now - items[0].created_at,
+         "notices": items}
+        for name, items in sorted(by_agent.items(), key=lambda kv: kv[1][0].created_at)
+    ]  # fmt: skip
+    return render(request, "dashboard/agents.html", {"rows": rows, "total": len(notices)})
+
+
+@member_required
+def retrieval(request: HttpRequest) -> HttpResponse:
+    """What an agent would retrieve now, and which stale copies the usable filter holds back."""
+    principal = _principal(request)
+    q = request.GET.get("q", "").strip()[:2000]
+    project = request.GET.get("project", "").strip()[:100] or None
+    result = None
+    error = ""
+    if q:
+        try:
+            result = search.search(principal, project_id=project, q=q, k=10)
+        except OSError as exc:  # the index on disk cannot be read
+            error = f"The vector index could not be read: {exc}"
+    context = {"q": q, "project": project or "", "result": result, "error": error}
+    return render(request, "dashboard/retrieval.html", context)
