@@ -146,6 +146,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "memory_admin.memory.tasks.settle_valid_time_transitions",
         "schedule": 60.0,
     },
+    "reconcile-deletions": {
+        "task": "deletion.tasks.reconcile_deletions",
+        "schedule": envint("DELETION_RECONCILE_SECONDS", 60),
+    },
     "sweep-due-rechecks": {
         "task": "memory_admin.memory.tasks.sweep_due_rechecks",
         "schedule": envint("RECHECK_SWEEP_SECONDS", 60),
@@ -173,6 +177,12 @@ EMBEDDING_MODEL = envstr("EMBEDDING_MODEL", "")  # a sentence-transformers model
 EMBEDDING_DIM = envint("EMBEDDING_DIM", 256)
 # Cached fact answers live this long at most (they are evicted at once when a base changes).
 FACT_CACHE_SECONDS = envint("FACT_CACHE_SECONDS", 300)
+
+# --- Deletion -------------------------------------------------------------------------------------
+BACKUP_DIR = Path(envstr("BACKUP_DIR", str(VAR_DIR / "backups")))
+BACKUP_RETENTION_DAYS = envint("BACKUP_RETENTION_DAYS", 35)
+# Fault drills only: the purge task pauses this long between purging and verifying a store.
+DELETION_DRILL_PAUSE_SECONDS = envint("DELETION_DRILL_PAUSE_SECONDS", 0)
 
 # --- Request limits ---------------------------------------------------------------------------
 # A body larger than this is refused with 413 before it is parsed.

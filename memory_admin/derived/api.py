@@ -54,7 +54,9 @@ class EventViewSet(viewsets.GenericViewSet):
     serializer_class = EventSerializer
 
     def get_queryset(self) -> QuerySet[Event]:
-        return Event.objects.filter(tenant_id=_principal(self.request).tenant_id).select_related("project")
+        return Event.objects.filter(
+            tenant_id=_principal(self.request).tenant_id, hidden_at__isnull=True
+        ).select_related("project")
 
     def create(self, request: Request) -> Response:
         body = EventSerializer(data=request.data)
@@ -190,7 +192,7 @@ def context_payload(load: ContextLoad) -> dict[str, Any]:
 
 def invalidation_payload(notice: Invalidation) -> dict[str, Any]:
     return {
-        "id": notice.public_id, "memory_id": notice.record.memory_id, "revision": notice.revision,
+        "id": notice.public_id, "memory_id": notice.memory_id, "revision": notice.revision,
         "session_id": notice.load.session_id, "context_load_id": notice.load.public_id, "reason": notice.reason,
         "current_memory_id": notice.successor.memory_id if notice.successor_id else None,  # type: ignore[union-attr]
         "created_at": _iso(notice.created_at), "acknowledged_at": _iso(notice.acknowledged_at),

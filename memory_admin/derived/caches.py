@@ -11,6 +11,7 @@ from django.core.cache import cache
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from deletion import tombstones
 from memory_admin.derived.models import CacheEntry
 from memory_admin.memory.models import MemoryRecord
 
@@ -27,6 +28,8 @@ def store(tenant_id: int, key: str, value: Any, records: list[MemoryRecord], *, 
     if ttl <= 0 or not records:
         return
     with transaction.atomic():
+        if MemoryRecord.all_objects.filter(pk__in=[r.pk for r in records], tombstoned_at__isnull=False).exists():
+            return  # never fill a cache from a record a deletion has hidden
         entry, created = CacheEntry.objects.get_or_create(tenant_id=tenant_id, key=key, defaults={"kind": kind})
         if not created:
             CacheEntry.objects.filter(pk=entry.pk).update(evicted_at=None, created_at=timezone.now())
@@ -42,7 +45,7 @@ def cached_fact(
     propagation) or its recheck falls due, whichever comes first."""
     key = fact_key(tenant_id, project_id, subject_id, predicate)
     hit = cache.get(key)
-    if hit is not None:
+    if hit is not None and not tombstones.tombstoned_memory_ids(tenant_id, [hit.get("memory_id") or ""]):
         return hit
     value, record = compute()
     if record is not None:

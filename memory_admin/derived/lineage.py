@@ -14,6 +14,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from deletion import tombstones
 from memory_admin.accounts.models import Principal
 from memory_admin.derived.models import (
     ActionBase,
@@ -28,7 +29,7 @@ from memory_admin.derived.models import (
 from memory_admin.derived.propagation import propagate
 from memory_admin.derived.tasks import embed_summaries
 from memory_admin.memory.actions import project_for
-from memory_admin.memory.errors import BaseNotCurrent, Forbidden, InvalidInput, NotFound
+from memory_admin.memory.errors import BaseNotCurrent, Forbidden, InvalidInput, NotFound, Tombstoned
 from memory_admin.memory.models import MemoryRecord
 from memory_admin.queueing import enqueue_after_commit
 
@@ -66,6 +67,7 @@ def resolve_bases(
     """
     if not bases:
         raise InvalidInput({"derived_from": ["Name at least one base: [{memory_id, revision}]."]})
+    tombstones.refuse_derived_from(principal.tenant_id, [b.memory_id for b in bases], "This item")  # type: ignore[arg-type]
     qs = MemoryRecord.objects.filter(
         tenant_id=principal.tenant_id, project__key=project_id, memory_id__in=[b.memory_id for b in bases]
     )
@@ -104,11 +106,13 @@ def log_event(
     """Append a raw conversation event to the log store."""
     _require_writer(principal)
     _aware("occurred_at", occurred_at)
-    project = project_for(principal.tenant, project_id)  # type: ignore[arg-type]
-    return Event.objects.create(
-        tenant_id=principal.tenant_id, project=project, session_id=session_id, actor=actor, text=text,
-        occurred_at=occurred_at, subject_ids=subject_ids,
-    )  # fmt: skip
+    with tombstones.refusals_logged("event", principal.name), transaction.atomic():
+        tombstones.refuse_event(principal.tenant_id, project_id, subject_ids, occurred_at)  # type: ignore[arg-type]
+        project = project_for(principal.tenant, project_id)  # type: ignore[arg-type]
+        return Event.objects.create(
+            tenant_id=principal.tenant_id, project=project, session_id=session_id, actor=actor, text=text,
+            occurred_at=occurred_at, subject_ids=subject_ids,
+        )  # fmt: skip
 
 
 def create_summary(
@@ -117,7 +121,7 @@ def create_summary(
 ) -> Summary:  # fmt: skip
     """A summary built on current bases (409 base_not_current otherwise), embedded after commit."""
     _require_writer(principal)
-    with transaction.atomic():
+    with tombstones.refusals_logged("summary", principal.name), transaction.atomic():
         records = resolve_bases(principal, project_id, bases, lock=True, require_current=True)
         summary = Summary.objects.create(
             tenant_id=principal.tenant_id, project=records[0].project, kind=kind, text=text, created_by=principal,
@@ -136,6 +140,8 @@ def get_summary(principal: Principal, public_id: str) -> Summary:
     )
     if summary is None:
         raise NotFound(f"No summary {public_id!r}.")
+    if summary.hidden_at is not None:
+        raise Tombstoned("This summary was built on deleted memory; it is withdrawn and being purged.")
     return summary
 
 
@@ -191,6 +197,21 @@ def regenerate_summary(summary: Summary) -> Summary | None:
     return fresh
 
 
+def regenerate_from(summary: Summary, remaining: list[dict[str, Any]]) -> str | None:
+    """The text a summary's regenerator builds from `remaining` bases, if it has one and every remaining
+    base is still the current belief; None otherwise (the summary is then only deleted)."""
+    build = REGENERATORS.get(summary.kind)
+    if build is None or not remaining:
+        return None
+    now = timezone.now()
+    records = list(
+        MemoryRecord.objects.filter(tenant_id=summary.tenant_id, memory_id__in=[b["memory_id"] for b in remaining])
+    )
+    if len(records) != len(remaining) or not all(r.is_current_at(now) for r in records):
+        return None
+    return build(records)
+
+
 def schedule_action(
     principal: Principal, *, project_id: str, kind: str, payload: dict[str, Any], due_at: datetime,
     bases: list[BaseRef],
@@ -198,7 +219,7 @@ def schedule_action(
     """An action the agent planned from current facts (409 base_not_current otherwise)."""
     _require_writer(principal)
     _aware("due_at", due_at)
-    with transaction.atomic():
+    with tombstones.refusals_logged("scheduled_action", principal.name), transaction.atomic():
         records = resolve_bases(principal, project_id, bases, lock=True, require_current=True)
         action = ScheduledAction.objects.create(
             tenant_id=principal.tenant_id, project=records[0].project, agent=principal, kind=kind, payload=payload,
@@ -251,7 +272,8 @@ def register_context_load(
     accepted, and each one gets its invalidation notice at once."""
     _require_writer(principal)
     _aware("expires_at", expires_at)
-    with transaction.atomic():
+    with tombstones.refusals_logged("context_load", principal.name), transaction.atomic():
+        tombstones.refuse_derived_from(principal.tenant_id, [b.memory_id for b in bases], "This context")  # type: ignore[arg-type]
         qs = MemoryRecord.objects.filter(tenant_id=principal.tenant_id, memory_id__in=[b.memory_id for b in bases])
         if project_id:
             qs = qs.filter(project__key=project_id)

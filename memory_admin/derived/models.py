@@ -40,6 +40,8 @@ class Event(PublicIdModel):
     occurred_at = models.DateTimeField()
     subject_ids = models.JSONField(default=list, blank=True)
     recorded_at = models.DateTimeField(default=timezone.now)
+    # Hidden from every read once a deletion covers it (stage 2); its text is redacted in stage 3.
+    hidden_at = models.DateTimeField(null=True, blank=True)
     redacted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -75,7 +77,9 @@ class Summary(PublicIdModel):
     status_changed_at = models.DateTimeField(default=timezone.now)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
-    replaces = models.ForeignKey("self", on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    replaces = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    # Hidden from every read once a deletion covers one of its bases (stage 2); deleted in stage 3.
+    hidden_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         verbose_name_plural = "summaries"
@@ -89,7 +93,7 @@ class SummaryBase(models.Model):
     """One base of a summary; propagation finds a record's summaries through these rows."""
 
     summary = models.ForeignKey(Summary, on_delete=models.CASCADE, related_name="bases")
-    record = models.ForeignKey(MemoryRecord, on_delete=models.PROTECT, related_name="summary_uses")
+    record = models.ForeignKey(MemoryRecord, on_delete=models.CASCADE, related_name="summary_uses")
     revision = models.PositiveIntegerField()
 
     class Meta:
@@ -130,7 +134,7 @@ class ScheduledAction(PublicIdModel):
 
 class ActionBase(models.Model):
     action = models.ForeignKey(ScheduledAction, on_delete=models.CASCADE, related_name="bases")
-    record = models.ForeignKey(MemoryRecord, on_delete=models.PROTECT, related_name="action_uses")
+    record = models.ForeignKey(MemoryRecord, on_delete=models.CASCADE, related_name="action_uses")
     revision = models.PositiveIntegerField()
 
     class Meta:
@@ -159,7 +163,7 @@ class ContextLoad(PublicIdModel):
 
 class ContextItem(models.Model):
     load = models.ForeignKey(ContextLoad, on_delete=models.CASCADE, related_name="items")
-    record = models.ForeignKey(MemoryRecord, on_delete=models.PROTECT, related_name="context_uses")
+    record = models.ForeignKey(MemoryRecord, on_delete=models.CASCADE, related_name="context_uses")
     revision = models.PositiveIntegerField()
 
     class Meta:
@@ -179,10 +183,11 @@ class Invalidation(PublicIdModel):
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
     agent = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     load = models.ForeignKey(ContextLoad, on_delete=models.CASCADE, related_name="invalidations")
-    record = models.ForeignKey(MemoryRecord, on_delete=models.PROTECT, related_name="invalidations")
+    record = models.ForeignKey(MemoryRecord, on_delete=models.SET_NULL, null=True, related_name="invalidations")
+    memory_id = models.CharField(max_length=64, default="")  # kept when the record itself is purged
     revision = models.PositiveIntegerField()
     reason = models.TextField(blank=True)
-    successor = models.ForeignKey(MemoryRecord, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    successor = models.ForeignKey(MemoryRecord, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
     acknowledged_at = models.DateTimeField(null=True, blank=True)
 
@@ -227,7 +232,7 @@ class Propagation(models.Model):
         VECTOR = "vector", "Vector entry"
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
-    record = models.ForeignKey(MemoryRecord, on_delete=models.PROTECT, related_name="propagations")
+    record = models.ForeignKey(MemoryRecord, on_delete=models.CASCADE, related_name="propagations")
     dependant_kind = models.CharField(max_length=10, choices=Kind.choices)
     dependant_id = models.CharField(max_length=250)
     action = models.CharField(max_length=40)
@@ -239,3 +244,19 @@ class Propagation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.record_id} → {self.dependant_kind} {self.dependant_id}: {self.action}"
+
+
+class ExportFile(models.Model):
+    """A project export (JSONL) kept on disk for download; a deletion withholds, rewrites or removes it."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="exports")
+    path = models.CharField(max_length=500)
+    rows = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, related_name="+")
+    withheld = models.BooleanField(default=False)  # a deletion covering it is under way
+    removed_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return self.path

@@ -108,6 +108,7 @@ def propagate(records: Sequence[MemoryRecord], *, reason: str, now: datetime | N
                 agent_id=agent_id,
                 load_id=load_id,
                 record_id=record_id,
+                memory_id=by_pk[record_id].memory_id,
                 revision=revision,
                 reason=reason,
                 successor_id=by_pk[record_id].superseded_by_id,

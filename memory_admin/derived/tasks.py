@@ -20,6 +20,8 @@ def refresh_record_vectors(memory_ids: list[str]) -> int:
 
     from memory_admin.derived.vectors import VectorEntry, get_index
 
+    # The live manager leaves out tombstoned records, so a refresh queued before a deletion and run
+    # after it cannot bring a deleted memory back into the index.
     records = list(MemoryRecord.objects.filter(memory_id__in=memory_ids).select_related("project"))
     if not records:
         return 0
@@ -46,7 +48,7 @@ def refresh_record_vectors(memory_ids: list[str]) -> int:
 def embed_summaries(summary_ids: list[int]) -> int:
     from memory_admin.derived.vectors import VectorEntry, get_index
 
-    summaries = list(Summary.objects.filter(id__in=summary_ids).select_related("project"))
+    summaries = list(Summary.objects.filter(id__in=summary_ids, hidden_at__isnull=True).select_related("project"))
     get_index().upsert(
         [
             VectorEntry(

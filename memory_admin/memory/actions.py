@@ -16,9 +16,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Q, Subquery
+from django.db.models import Max, Q, Subquery
 from django.utils import timezone
 
+from deletion import tombstones
 from memory_admin.accounts.models import Principal, Tenant
 from memory_admin.derived.models import Event
 from memory_admin.derived.propagation import propagate
@@ -268,7 +269,7 @@ def assert_fact(
             raise InvalidInput({"source": [f"Unknown event ids in {a.project_id}: {', '.join(unknown)}."]})
     now = now or timezone.now()
     try:
-        with transaction.atomic():
+        with tombstones.refusals_logged("assert_fact", principal.name), transaction.atomic():
             return _assert_locked(principal, tenant, a, policy, now, verified_at, memory_id)
     except IntegrityError as exc:
         # A constraint caught a race the lock did not (e.g. another process without the lock).
@@ -286,15 +287,25 @@ def _assert_locked(
 ) -> AssertResult:
     project = project_for(tenant, a.project_id)
     lock_fact(tenant.pk, a.project_id, a.subject_id, a.predicate)
+    tombstones.refuse_assertion(
+        tenant.pk, a.project_id, a.subject_id, a.predicate, value=a.value, source_ref=a.source_canonical_ref,
+        source_revision=a.source_revision, event_ids=a.event_ids or (),
+        derived_from=[d.get("memory_id", "") for d in a.derived_from or []],
+    )  # fmt: skip
     facts = MemoryRecord.objects.for_fact(project, a.subject_id, a.predicate)
+    # Revisions are unique over every row of the fact, tombstoned ones awaiting purge included.
+    every_version = MemoryRecord.all_objects.for_fact(project, a.subject_id, a.predicate)
     # One round trip: the head, every accepted row (they may need cutting), and the highest revision.
     live = list(
         facts.select_for_update()
         .filter(Q(is_head=True) | Q(status=Status.ACCEPTED))
-        .annotate(max_revision=Subquery(facts.order_by("-revision").values("revision")[:1]))
+        .annotate(max_revision=Subquery(every_version.order_by("-revision").values("revision")[:1]))
     )
     head = next((r for r in live if r.is_head), None)
-    next_revision = (live[0].max_revision if live else 0) + 1  # type: ignore[attr-defined]
+    if live:
+        next_revision = live[0].max_revision + 1  # type: ignore[attr-defined]
+    else:  # a new fact, or one whose rows are all tombstoned and awaiting purge
+        next_revision = (every_version.aggregate(m=Max("revision"))["m"] or 0) + 1
     common: dict[str, Any] = dict(
         principal=principal,
         project=project,

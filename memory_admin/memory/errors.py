@@ -77,3 +77,10 @@ class FactDisputed(DomainError):
 class BaseNotCurrent(DomainError):
     code = "base_not_current"
     status = 409
+
+
+class Tombstoned(DomainError):
+    """The write would bring back content a deletion removed."""
+
+    code = "tombstoned"
+    status = 410

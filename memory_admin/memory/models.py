@@ -92,6 +92,13 @@ class RecordQuerySet(models.QuerySet["MemoryRecord"]):
         )
 
 
+class LiveRecordManager(models.Manager.from_queryset(RecordQuerySet)):  # type: ignore[misc]
+    """Every read path goes through this manager: a record under a deletion tombstone is never returned."""
+
+    def get_queryset(self) -> RecordQuerySet:
+        return super().get_queryset().filter(tombstoned_at__isnull=True)  # type: ignore[no-any-return]
+
+
 class MemoryRecord(models.Model):
     class Status(models.TextChoices):
         ACCEPTED = "accepted", "Accepted"
@@ -99,6 +106,7 @@ class MemoryRecord(models.Model):
         DISPUTED = "disputed", "Disputed"
         EXCLUDED = "excluded", "Excluded"
         EXPIRED = "expired", "Expired"
+        DELETED = "deleted", "Deleted (tombstoned, awaiting purge)"
 
     # Statuses whose record can answer an as-of question (excluded and disputed never do).
     ANSWERING_STATUSES = (Status.ACCEPTED, Status.SUPERSEDED, Status.EXPIRED)
@@ -134,7 +142,7 @@ class MemoryRecord(models.Model):
     is_head = models.BooleanField(default=False)
     superseded_by = models.ForeignKey(
         "self",
-        on_delete=models.PROTECT,
+        on_delete=models.SET_NULL,
         null=True,
         blank=True,
         related_name="supersedes",
@@ -148,7 +156,12 @@ class MemoryRecord(models.Model):
     # Set when a recheck needs a person (an ambiguous source, a manual field due); cleared on verification.
     attention = models.TextField(blank=True)
 
-    objects = RecordQuerySet.as_manager()
+    # Set when a deletion request hides the record (stage 2); the row itself is purged in stage 3.
+    tombstoned_at = models.DateTimeField(null=True, blank=True)
+
+    objects = LiveRecordManager()
+    # Deletion adapters only: includes tombstoned rows awaiting purge.
+    all_objects = RecordQuerySet.as_manager()
 
     class Meta:
         constraints = [
@@ -237,7 +250,7 @@ class Dispute(models.Model):
         blank=True,
         related_name="+",
     )
-    winner = models.ForeignKey(MemoryRecord, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    winner = models.ForeignKey(MemoryRecord, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     resolution_reason = models.TextField(blank=True)
 
     class Meta:
@@ -318,6 +331,14 @@ class AuditQuerySet(models.QuerySet["AuditEvent"]):
     def update(self, **kwargs: Any) -> int:
         raise PermissionError("Audit events are immutable")
 
+    def redact(self, tenant_id: int, object_ids: list[str], marker: str) -> int:
+        """The one change the audit log allows: a deletion blanks the snapshots (and reasons) of the
+        deleted objects. Who did what to which object, and when, stays."""
+        rows = self.filter(tenant_id=tenant_id, object_id__in=object_ids, redacted_at__isnull=True)
+        return models.QuerySet.update(
+            rows, before={"redacted": marker}, after={"redacted": marker}, reason=marker, redacted_at=timezone.now()
+        )
+
     def delete(self) -> tuple[int, dict[str, int]]:
         raise PermissionError("Audit events are immutable")
 
@@ -339,6 +360,7 @@ class AuditEvent(models.Model):
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
     reason = models.TextField(blank=True)
+    redacted_at = models.DateTimeField(null=True, blank=True)
 
     objects = AuditQuerySet.as_manager()
 
@@ -382,7 +404,7 @@ class RecheckAttempt(models.Model):
         REPORT = "report", "Reported by an agent"
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
-    record = models.ForeignKey(MemoryRecord, on_delete=models.PROTECT, related_name="rechecks")
+    record = models.ForeignKey(MemoryRecord, on_delete=models.CASCADE, related_name="rechecks")
     outcome = models.CharField(max_length=20, choices=Outcome.choices)
     trigger = models.CharField(max_length=10, choices=Trigger.choices)
     observed_value = models.JSONField(null=True, blank=True)
@@ -394,7 +416,7 @@ class RecheckAttempt(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
     # The record that a verified change created (the new current belief).
-    new_record = models.ForeignKey(MemoryRecord, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    new_record = models.ForeignKey(MemoryRecord, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     attempted_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from rest_framework.routers import SimpleRouter
 
+from deletion.api import DeletionRequestViewSet
 from memory_admin.derived import api as derived
 from memory_admin.memory.api import views
 
@@ -15,6 +16,7 @@ router.register("summaries", derived.SummaryViewSet, basename="summary")
 router.register("scheduled-actions", derived.ScheduledActionViewSet, basename="scheduled-action")
 router.register("context-loads", derived.ContextLoadViewSet, basename="context-load")
 router.register("search", derived.SearchViewSet, basename="search")
+router.register("deletion-requests", DeletionRequestViewSet, basename="deletion-request")
 router.register(
     r"agents/(?P<agent_id>[A-Za-z0-9_.@\-]+)/invalidations", derived.InvalidationViewSet, basename="invalidation"
 )

@@ -1,0 +1,290 @@
+"""Deletion requests: every door (API, compliance pages, commands, tasks) calls these functions.
+
+The product never says "completely forgotten": it reports four stages separately.
+1. accepted — the request and its tombstones are stored in one transaction;
+2. removed_from_reads — every read path filters the tombstoned items; set in that same transaction,
+   since each read path checks the tombstones in the database at read time;
+3. purge_confirmed — every store purged and verified by reading it again;
+4. backups_expire_at — the latest expiry of a backup taken before the purge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from deletion import tombstones
+from deletion.models import Backup, DeletionRequest, StoreProgress, Tombstone
+from deletion.stores import STORES, Scope
+from memory_admin.accounts.models import Principal
+from memory_admin.derived.propagation import propagate
+from memory_admin.memory import audit
+from memory_admin.memory.errors import Forbidden, InvalidInput, InvalidState, NotFound
+from memory_admin.memory.models import MemoryRecord, Project
+from memory_admin.queueing import enqueue_after_commit
+
+ScopeKind = DeletionRequest.ScopeKind
+State = DeletionRequest.State
+
+
+def _require_compliance(principal: Principal) -> None:
+    if not principal.has_role("compliance"):
+        raise Forbidden("Only compliance staff file and approve deletion requests.")
+
+
+@dataclass
+class Preview:
+    stores: dict[str, dict[str, Any]]
+
+
+def _parse_scope(scope: Any) -> tuple[str, Any]:
+    if not isinstance(scope, dict) or len(scope) != 1:
+        raise InvalidInput(
+            {"scope": ['Give exactly one of {"subject_id": ...}, {"memory_ids": [...]}, {"predicate": ...}.']}
+        )
+    kind, value = next(iter(scope.items()))
+    if kind not in ScopeKind.values:
+        raise InvalidInput({"scope": [f"Unknown scope {kind!r}; use subject_id, memory_ids or predicate."]})
+    if kind == ScopeKind.MEMORY_IDS:
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+            raise InvalidInput({"scope": ["memory_ids must be a non-empty list of ids."]})
+    elif not isinstance(value, str) or not value.strip():
+        raise InvalidInput({"scope": [f"{kind} must be a non-empty string."]})
+    return kind, value
+
+
+def resolve_scope(tenant_id: int, project: Project, kind: str, value: Any) -> Scope:
+    records = MemoryRecord.all_objects.filter(tenant_id=tenant_id, project=project)
+    if kind == ScopeKind.SUBJECT:
+        records = records.filter(subject_id=value)
+    elif kind == ScopeKind.PREDICATE:
+        records = records.filter(predicate=value)
+    else:
+        records = records.filter(memory_id__in=value)
+    found = list(records.order_by("id"))
+    subjects = [value] if kind == ScopeKind.SUBJECT else []
+    return Scope(tenant_id=tenant_id, project_id=project.pk, project_key=project.key, records=found, subjects=subjects)
+
+
+def _project(principal: Principal, project_id: str) -> Project:
+    project = Project.objects.filter(tenant_id=principal.tenant_id, key=project_id).first()
+    if project is None:
+        raise NotFound(f"No project {project_id!r}.")
+    return project
+
+
+def request_deletion(
+    principal: Principal, *, project_id: str, scope: Any, reason: str, due_by: date | None = None,
+    dry_run: bool = False,
+) -> DeletionRequest | Preview:  # fmt: skip
+    """File a deletion request, or with `dry_run` say what each store would touch and change nothing.
+
+    A scope covering a whole predicate waits for a second compliance person to approve it.
+    """
+    _require_compliance(principal)
+    kind, value = _parse_scope(scope)
+    if not (reason or "").strip():
+        raise InvalidInput({"reason": ["Say why; a regulator may ask."]})
+    project = _project(principal, project_id)
+    resolved = resolve_scope(principal.tenant_id, project, kind, value)  # type: ignore[arg-type]
+    if kind == ScopeKind.MEMORY_IDS and len(resolved.records) != len(set(value)):
+        missing = sorted(set(value) - set(resolved.memory_ids))
+        raise InvalidInput({"scope": [f"Unknown memory ids in {project_id}: {', '.join(missing)}."]})
+    if dry_run:
+        stores = {}
+        for name, store in STORES.items():
+            found = store.find(resolved)
+            stores[name] = {"found": found.count, "samples": found.samples}
+        return Preview(stores=stores)
+    with transaction.atomic():
+        request = DeletionRequest.objects.create(
+            tenant_id=principal.tenant_id, project=project, scope_kind=kind, scope_value=value, reason=reason.strip(),
+            due_by=due_by, requested_by=principal,
+            state=State.AWAITING_APPROVAL if kind == ScopeKind.PREDICATE else State.ACCEPTED,
+        )  # fmt: skip
+        audit.record_event(tenant=request.tenant_id, actor=principal, action="deletion.requested",
+                           object_type="deletion", object_id=request.public_id, reason=request.reason,
+                           after={"scope": kind, "state": request.state})  # fmt: skip
+        if request.state == State.ACCEPTED:
+            _accept(request, resolved)
+    return request
+
+
+def approve(principal: Principal, public_id: str) -> DeletionRequest:
+    """A second compliance person approves a request that covers a whole predicate."""
+    _require_compliance(principal)
+    with transaction.atomic():
+        request = get_request(principal, public_id, for_update=True)
+        if request.state != State.AWAITING_APPROVAL:
+            raise InvalidState(f"This request is {request.state}; only one awaiting approval can be approved.")
+        if request.requested_by_id == principal.pk:
+            raise Forbidden("A second compliance person must approve; the requester cannot.")
+        request.approved_by = principal
+        request.state = State.ACCEPTED
+        request.accepted_at = timezone.now()
+        request.save(update_fields=["approved_by", "state", "accepted_at"])
+        audit.record_event(tenant=request.tenant_id, actor=principal, action="deletion.approved",
+                           object_type="deletion", object_id=request.public_id)  # fmt: skip
+        _accept(request, resolve_scope(request.tenant_id, request.project, request.scope_kind, request.scope_value))
+    return request
+
+
+def cancel(principal: Principal, public_id: str, reason: str) -> DeletionRequest:
+    """Cancel a request before purging starts (while it awaits approval; nothing is hidden yet)."""
+    _require_compliance(principal)
+    with transaction.atomic():
+        request = get_request(principal, public_id, for_update=True)
+        if request.state != State.AWAITING_APPROVAL:
+            raise InvalidState("Purging has started; a deletion cannot be cancelled any more.")
+        request.state = State.CANCELLED
+        request.cancelled_at = timezone.now()
+        request.save(update_fields=["state", "cancelled_at"])
+        audit.record_event(tenant=request.tenant_id, actor=principal, action="deletion.cancelled",
+                           object_type="deletion", object_id=request.public_id, reason=reason)  # fmt: skip
+    return request
+
+
+def _accept(request: DeletionRequest, scope: Scope) -> None:
+    """Stages 1 and 2 in the caller's transaction: tombstones, per-store rows with their targets, every
+    database store's hiding, and the stale propagation; the purge tasks are enqueued after commit."""
+    now = timezone.now()
+    stones = [
+        Tombstone(
+            tenant_id=request.tenant_id,
+            request=request,
+            kind=Tombstone.Kind.RECORD,
+            memory_id=r.memory_id,
+            scope_hash=tombstones.fact_scope(request.tenant_id, scope.project_key, r.subject_id, r.predicate),
+            value_hash=tombstones.value_digest(r.value),
+            source_hash=tombstones.source_digest(r.source_canonical_ref, r.source_revision),
+            created_at=now,
+        )
+        for r in scope.records
+    ]
+    if request.scope_kind == ScopeKind.SUBJECT:
+        stones.append(Tombstone(tenant_id=request.tenant_id, request=request, kind=Tombstone.Kind.SUBJECT, created_at=now,
+                                scope_hash=tombstones.subject_scope(request.tenant_id, scope.project_key,
+                                                                    request.scope_value)))  # fmt: skip
+    elif request.scope_kind == ScopeKind.PREDICATE:
+        stones.append(Tombstone(tenant_id=request.tenant_id, request=request, kind=Tombstone.Kind.PREDICATE, created_at=now,
+                                scope_hash=tombstones.predicate_scope(request.tenant_id, scope.project_key,
+                                                                      request.scope_value)))  # fmt: skip
+    Tombstone.objects.bulk_create(stones)
+    live = [r for r in scope.records if r.tombstoned_at is None]
+    rows = []
+    for name, store in STORES.items():
+        found = store.find(scope)
+        rows.append(StoreProgress(request=request, store=name, targets=found.targets, found=found.count,
+                                  evidence={"samples": found.samples}))  # fmt: skip
+    StoreProgress.objects.bulk_create(rows)
+    # Dependants learn first (notices to agents holding copies, plans suspended, caches evicted), while the
+    # records still read as themselves; then every database store hides its part.
+    propagate(live, reason=f"Deleted by request {request.public_id}.", now=now)
+    for progress in request.stores.all():
+        hidden = STORES[progress.store].hide(request, progress, now)
+        StoreProgress.objects.filter(pk=progress.pk).update(hidden=hidden)
+    request.removed_from_reads_at = now
+    request.save(update_fields=["removed_from_reads_at"])
+    from deletion.tasks import run_request
+
+    enqueue_after_commit(run_request, request.pk)
+
+
+def get_request(principal: Principal, public_id: str, *, for_update: bool = False) -> DeletionRequest:
+    if not principal.has_role("compliance", "owner", "admin"):
+        raise NotFound(f"No deletion request {public_id!r}.")
+    qs = DeletionRequest.objects.filter(tenant_id=principal.tenant_id, public_id=public_id)
+    if for_update:
+        qs = qs.select_for_update()
+    request = qs.select_related("project", "requested_by", "approved_by").first()
+    if request is None:
+        raise NotFound(f"No deletion request {public_id!r}.")
+    return request
+
+
+def retry_stores(request: DeletionRequest) -> int:
+    """Requeue every store of the request that is not verified (failed ones restart their attempts)."""
+    from deletion.tasks import purge_store
+
+    rows = list(request.stores.exclude(state=StoreProgress.State.VERIFIED))
+    StoreProgress.objects.filter(pk__in=[r.pk for r in rows], state=StoreProgress.State.FAILED).update(
+        state=StoreProgress.State.PENDING, lease_until=None
+    )
+    for row in rows:
+        enqueue_after_commit(purge_store, row.pk)
+    return len(rows)
+
+
+def finish_if_verified(request_id: int) -> bool:
+    """Stage 3 and 4: set once every store is verified, never earlier (compare-and-set on the state)."""
+    with transaction.atomic():
+        request = DeletionRequest.objects.select_for_update().get(pk=request_id)
+        if request.purge_confirmed_at is not None:
+            return True
+        if request.stores.exclude(state=StoreProgress.State.VERIFIED).exists():
+            return False
+        now = timezone.now()
+        held = list(Backup.objects.filter(taken_at__lte=now, expires_at__gt=now))
+        request.purge_confirmed_at = now
+        request.state = State.PURGE_CONFIRMED
+        request.backups_expire_at = max((b.expires_at for b in held), default=None)
+        request.backups_note = (
+            f"{len(held)} backup(s) taken before the purge still hold the data until the latest expires."
+            if held else "No backup taken before the purge is still kept."
+        )  # fmt: skip
+        request.save(update_fields=["purge_confirmed_at", "state", "backups_expire_at", "backups_note"])
+        audit.record_event(tenant=request.tenant_id, actor=None, action="deletion.purge_confirmed",
+                           object_type="deletion", object_id=request.public_id)  # fmt: skip
+    return True
+
+
+def lift_tombstone(principal: Principal, tombstone_id: int, reason: str) -> Tombstone:
+    """An owner lets a deleted item be written again; only with a reason, and audited."""
+    if not principal.has_role("owner"):
+        raise Forbidden("Only an owner can lift a tombstone.")
+    if not (reason or "").strip():
+        raise InvalidInput({"reason": ["Say why the deleted content may come back."]})
+    with transaction.atomic():
+        stone = Tombstone.objects.select_for_update().filter(tenant_id=principal.tenant_id, pk=tombstone_id).first()
+        if stone is None:
+            raise NotFound("No such tombstone.")
+        if stone.lifted_at is None:
+            stone.lifted_at, stone.lifted_by, stone.lift_reason = timezone.now(), principal, reason.strip()
+            stone.save(update_fields=["lifted_at", "lifted_by", "lift_reason"])
+            audit.record_event(tenant=stone.tenant_id, actor=principal, action="tombstone.lifted",
+                               object_type="tombstone", object_id=str(stone.pk), reason=reason)  # fmt: skip
+    return stone
+
+
+def report(request: DeletionRequest) -> dict[str, Any]:
+    """What has and has not happened, stage by stage and store by store, with the evidence."""
+
+    def iso(moment: datetime | None) -> str | None:
+        return moment.isoformat() if moment else None
+
+    return {
+        "id": request.public_id, "project_id": request.project.key,
+        "scope": {request.scope_kind: request.scope_value}, "reason": request.reason,
+        "due_by": request.due_by.isoformat() if request.due_by else None, "state": request.state,
+        "requested_by": request.requested_by.name,
+        "approved_by": request.approved_by.name if request.approved_by else None,
+        "stages": {
+            "accepted_at": iso(request.accepted_at) if request.state != State.AWAITING_APPROVAL else None,
+            "removed_from_reads_at": iso(request.removed_from_reads_at),
+            "purge_confirmed_at": iso(request.purge_confirmed_at),
+            "backups_expire_at": iso(request.backups_expire_at),
+        },
+        "backups_note": request.backups_note,
+        "stores": [
+            {"store": p.store, "state": p.state, "found": p.found, "hidden": p.hidden, "purged": p.purged,
+             "remaining": p.remaining, "attempts": p.attempts, "last_error": p.last_error,
+             "verified_at": iso(p.verified_at), "evidence": p.evidence}
+            for p in request.stores.order_by("id")
+        ],
+        "statement": "Each stage is reported separately; backups taken before the purge hold the data until "
+        "they expire. This report does not claim the data is completely forgotten.",
+    }  # fmt: skip
