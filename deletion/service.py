@@ -199,7 +199,7 @@ def get_request(principal: Principal, public_id: str, *, for_update: bool = Fals
         raise NotFound(f"No deletion request {public_id!r}.")
     qs = DeletionRequest.objects.filter(tenant_id=principal.tenant_id, public_id=public_id)
     if for_update:
-        qs = qs.select_for_update()
+        qs = qs.select_for_update(of=("self",))
     request = qs.select_related("project", "requested_by", "approved_by").first()
     if request is None:
         raise NotFound(f"No deletion request {public_id!r}.")

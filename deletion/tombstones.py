@@ -14,7 +14,6 @@ from contextlib import contextmanager
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import Q
 
 from deletion.models import RefusedWrite, Tombstone
@@ -71,7 +70,9 @@ def refusals_logged(path: str, actor: str) -> Iterator[None]:
         yield
     except Tombstoned as exc:
         stone_id = exc.extra.pop("_tombstone_id", None)
-        if stone_id is not None and not transaction.get_connection().in_atomic_block:
+        if stone_id is not None:
+            # The write's own transaction has rolled back by now; this row is committed on its own
+            # (or with the caller's transaction, when a caller wraps this in one).
             stone = Tombstone.objects.get(pk=stone_id)
             RefusedWrite.objects.create(
                 tenant_id=stone.tenant_id, tombstone=stone, path=path, actor=actor, why=exc.detail
