@@ -22,7 +22,6 @@ from deletion.service import finish_if_verified
 from deletion.stores import STORES
 from memory_admin.memory import audit
 
-LEASE = timedelta(minutes=5)
 MAX_ATTEMPTS = 8
 OPEN = (StoreProgress.State.PENDING, StoreProgress.State.FAILED, StoreProgress.State.WAITING)
 
@@ -43,7 +42,11 @@ def _claim(progress_id: int) -> bool:
     claimed = (
         StoreProgress.objects.filter(pk=progress_id)
         .filter(Q(state__in=OPEN) | Q(state=StoreProgress.State.RUNNING, lease_until__lt=now))
-        .update(state=StoreProgress.State.RUNNING, lease_until=now + LEASE, attempts=F("attempts") + 1)
+        .update(
+            state=StoreProgress.State.RUNNING,
+            lease_until=now + timedelta(seconds=settings.DELETION_LEASE_SECONDS),
+            attempts=F("attempts") + 1,
+        )
     )
     return claimed == 1
 

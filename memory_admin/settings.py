@@ -183,6 +183,8 @@ BACKUP_DIR = Path(envstr("BACKUP_DIR", str(VAR_DIR / "backups")))
 BACKUP_RETENTION_DAYS = envint("BACKUP_RETENTION_DAYS", 35)
 # Fault drills only: the purge task pauses this long between purging and verifying a store.
 DELETION_DRILL_PAUSE_SECONDS = envint("DELETION_DRILL_PAUSE_SECONDS", 0)
+# A store row claimed by a worker that died is taken over after this long.
+DELETION_LEASE_SECONDS = envint("DELETION_LEASE_SECONDS", 300)
 
 # --- Request limits ---------------------------------------------------------------------------
 # A body larger than this is refused with 413 before it is parsed.

@@ -23,15 +23,16 @@ def _test_database_url() -> str:
 
 
 @contextmanager
-def running_worker(log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+def running_worker(log_path: Path, **extra_env: str) -> Iterator[subprocess.Popen[bytes]]:
     env = {
         **os.environ,
+        **extra_env,
         "DATABASE_URL": _test_database_url(),
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
         "CELERY_TASK_DEFAULT_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE,
     }
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("wb") as log:
+    with log_path.open("ab") as log:
         worker = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "memory_admin", "worker", "--pool=solo", "--loglevel=INFO",
              "--without-mingle", "--without-gossip", "-Q", settings.CELERY_TASK_DEFAULT_QUEUE],
