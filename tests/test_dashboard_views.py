@@ -160,12 +160,12 @@ def test_a_malformed_as_of_date_gets_a_message_not_a_500(owner, moved_deadline):
     assert "Enter a date and time" in response.content.decode()
 
 
-def test_the_fact_page_shows_the_four_operations_with_deletion_disabled_until_it_arrives(owner, moved_deadline):
+def test_the_fact_page_shows_the_four_operations_and_who_may_use_them(owner, moved_deadline):
     page = signed_in(owner).get(FACT_URL).content.decode()
     for label in ("Exclude from context", "Expire, keep as history", "Recheck now", "Request deletion"):
         assert label in page
     assert 'data-testid="recheck-submit"' in page
-    assert page.count("<button disabled>") == 1  # request deletion
+    assert 'title="Compliance staff file deletion requests"' in page  # an owner cannot file one
 
 
 def test_an_owner_excludes_a_record_from_the_fact_page(owner, moved_deadline):

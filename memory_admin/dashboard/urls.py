@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from memory_admin.dashboard import derived_views, recheck_views, views
+from memory_admin.dashboard import deletion_views, derived_views, recheck_views, views
 
 app_name = "dashboard"
 
@@ -24,6 +24,13 @@ urlpatterns = [
     path("records/<str:memory_id>/verify/", recheck_views.manual_verify, name="verify"),
     path("rechecks/", recheck_views.recheck_queue, name="rechecks"),
     path("agents/", derived_views.agents, name="agents"),
+    path("deletions/", deletion_views.request_list, name="deletions"),
+    path("deletions/new/", deletion_views.request_new, name="deletion_new"),
+    path("deletions/<str:public_id>/", deletion_views.request_detail, name="deletion"),
+    path("deletions/<str:public_id>/report/", deletion_views.request_report, name="deletion_report"),
+    path("deletions/<str:public_id>/<str:verb>/", deletion_views.request_action, name="deletion_action"),
+    path("exports/", deletion_views.exports, name="exports"),
+    path("exports/<int:export_id>/download/", deletion_views.export_download, name="export_download"),
     path("retrieval/", derived_views.retrieval, name="retrieval"),
     path("policies/", recheck_views.policy_list, name="policies"),
     path("policies/new/", recheck_views.policy_edit, name="policy_new"),

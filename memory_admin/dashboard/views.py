@@ -39,7 +39,7 @@ OPERATIONS = [
     ("exclude", "Exclude from context", "The record is wrong or must not reach an agent, but is kept for the record."),
     ("expire", "Expire, keep as history", "The fact stopped holding and nothing replaces it; history still answers as-of questions."),
     ("recheck", "Recheck now", "The value may have changed at its canonical source; fetch it again and keep what it says."),
-    ("delete", "Request deletion", "The content must not be kept at all, in any store. (Arrives with deletion requests.)"),
+    ("delete", "Request deletion", "The content must not be kept at all, in any store; compliance staff file it."),
 ]  # fmt: skip
 
 

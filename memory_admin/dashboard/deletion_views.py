@@ -1,0 +1,160 @@
+"""Compliance pages: deletion requests, the dry-run preview before filing, live per-store progress,
+retry, and the deletion report (JSON and printable). Exports are downloaded here too."""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from deletion import service
+from deletion.models import DeletionRequest
+from memory_admin.dashboard.views import _back, _principal, member_required
+from memory_admin.derived.exports import downloadable, export_project
+from memory_admin.derived.models import ExportFile
+from memory_admin.memory.errors import DomainError, Forbidden
+
+
+class DeletionForm(forms.Form):
+    project_id = forms.CharField(max_length=100)
+    scope_kind = forms.ChoiceField(choices=DeletionRequest.ScopeKind.choices)
+    scope_value = forms.CharField(
+        max_length=5000, help_text="A subject id, a predicate, or memory ids separated by commas"
+    )
+    reason = forms.CharField(max_length=5000, widget=forms.Textarea(attrs={"rows": 3}))
+    due_by = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+
+    def scope(self) -> dict[str, Any]:
+        kind, value = self.cleaned_data["scope_kind"], self.cleaned_data["scope_value"].strip()
+        if kind == DeletionRequest.ScopeKind.MEMORY_IDS:
+            return {kind: [v.strip() for v in value.split(",") if v.strip()]}
+        return {kind: value}
+
+
+def _days_left(due: date | None) -> int | None:
+    from django.utils import timezone
+
+    return (due - timezone.localdate()).days if due else None
+
+
+@member_required
+def request_list(request: HttpRequest) -> HttpResponse:
+    principal = _principal(request)
+    if not principal.has_role("compliance", "owner", "admin"):
+        raise Forbidden("Deletion requests are for compliance staff, owners and admins.")
+    rows = [
+        {"request": r, "report": service.report(r), "days_left": _days_left(r.due_by)}
+        for r in DeletionRequest.objects.filter(tenant_id=principal.tenant_id)
+        .select_related("project", "requested_by", "approved_by")
+        .prefetch_related("stores")
+        .order_by("-id")[:200]
+    ]
+    return render(request, "dashboard/deletions.html", {"rows": rows, "can_file": principal.has_role("compliance")})
+
+
+@member_required
+def request_new(request: HttpRequest) -> HttpResponse:
+    """The form, then a dry-run preview of what each store would touch, then filing on confirmation."""
+    principal = _principal(request)
+    if not principal.has_role("compliance"):
+        raise Forbidden("Only compliance staff file deletion requests.")
+    form = DeletionForm(request.POST or None, initial=request.GET.dict())
+    preview = None
+    status = 200
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            result = service.request_deletion(
+                principal, project_id=data["project_id"], scope=form.scope(), reason=data["reason"],
+                due_by=data["due_by"], dry_run=request.POST.get("confirm") != "yes",
+            )  # fmt: skip
+        except DomainError as exc:
+            form.add_error(
+                None, exc.detail + " " + " ".join(m for ms in (exc.extra.get("errors") or {}).values() for m in ms)
+            )
+            status = exc.status
+        else:
+            if isinstance(result, service.Preview):
+                preview = result.stores
+            else:
+                messages.success(request, f"Deletion request {result.public_id} filed.")
+                return _back(request, reverse("dashboard:deletion", args=[result.public_id]))
+    elif request.method == "POST":
+        status = 400
+    return render(request, "dashboard/deletion_new.html", {"form": form, "preview": preview}, status=status)
+
+
+@member_required
+def request_detail(request: HttpRequest, public_id: str) -> HttpResponse:
+    deletion = service.get_request(_principal(request), public_id)
+    context = {
+        "deletion": deletion,
+        "report": service.report(deletion),
+        "can_act": _principal(request).has_role("compliance"),
+    }
+    template = "dashboard/deletion.html#progress" if request.headers.get("HX-Request") else "dashboard/deletion.html"
+    return render(request, template, context)
+
+
+@member_required
+def request_report(request: HttpRequest, public_id: str) -> HttpResponse:
+    """The deletion report: JSON to file with a regulator, or a printable page."""
+    deletion = service.get_request(_principal(request), public_id)
+    report = service.report(deletion)
+    if request.GET.get("format") == "json":
+        response = JsonResponse(report, json_dumps_params={"indent": 2, "ensure_ascii": False})
+        response["Content-Disposition"] = f'attachment; filename="{deletion.public_id}.json"'
+        return response
+    return render(request, "dashboard/deletion_report.html", {"deletion": deletion, "report": report})
+
+
+@member_required
+@require_POST
+def request_action(request: HttpRequest, public_id: str, verb: str) -> HttpResponse:
+    if verb not in ("approve", "cancel", "retry"):
+        raise Http404("No such action")
+    principal = _principal(request)
+    back = reverse("dashboard:deletion", args=[public_id])
+    try:
+        if verb == "approve":
+            service.approve(principal, public_id)
+        elif verb == "cancel":
+            service.cancel(principal, public_id, request.POST.get("reason", ""))
+        elif verb == "retry":
+            if not principal.has_role("compliance"):
+                raise Forbidden("Only compliance staff retry deletions.")
+            service.retry_stores(service.get_request(principal, public_id))
+    except Forbidden:
+        raise
+    except DomainError as exc:
+        messages.error(request, exc.detail)
+        return _back(request, back)
+    messages.success(request, {"approve": "Approved.", "cancel": "Cancelled.", "retry": "Requeued."}.get(verb, "Done."))
+    return _back(request, back)
+
+
+@member_required
+def exports(request: HttpRequest) -> HttpResponse:
+    principal = _principal(request)
+    if request.method == "POST":
+        try:
+            made = export_project(principal, request.POST.get("project_id", "").strip())
+        except DomainError as exc:
+            messages.error(request, exc.detail)
+        else:
+            messages.success(request, f"Exported {made.rows} records.")
+        return _back(request, reverse("dashboard:exports"))
+    files = ExportFile.objects.filter(tenant_id=principal.tenant_id, removed_at__isnull=True).select_related("project")
+    return render(request, "dashboard/exports.html", {"files": files.order_by("-id")[:100]})
+
+
+@member_required
+def export_download(request: HttpRequest, export_id: int) -> HttpResponseBase:
+    export = downloadable(_principal(request), export_id)
+    return FileResponse(open(export.path, "rb"), as_attachment=True, filename=f"{export.project.key}-{export.pk}.jsonl")
