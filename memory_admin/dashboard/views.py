@@ -16,7 +16,7 @@ from django.contrib.auth.decorators import login_required
 from django.db import transaction
 from django.db.models import Count, Q, TextField
 from django.db.models.functions import Cast
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
@@ -43,12 +43,12 @@ OPERATIONS = [
 ]  # fmt: skip
 
 
-def member_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+def member_required(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
     """Signed in and in a tenant; domain errors become a page status and message, never a 500."""
 
     @login_required
     @wraps(view)
-    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         if not getattr(request.user, "tenant_id", None):
             raise Http404("No tenant")
         try:
