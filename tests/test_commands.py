@@ -9,6 +9,7 @@ from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
 from memory_admin.accounts.models import Principal
+from memory_admin.derived.models import Invalidation, ScheduledAction, Summary
 from memory_admin.memory.models import Dispute, MemoryRecord
 
 
@@ -55,3 +56,7 @@ def test_seed_demo_builds_the_story_and_is_idempotent(db):
         MemoryRecord.objects.filter(subject_id="person-sato").values_list("predicate", flat=True)
     )
     assert MemoryRecord.objects.filter(project__key__in=["project-b", "project-c", "project-d"]).count() >= 40
+    # The copies made from Oct 30 learnt that it moved.
+    assert Summary.objects.get(text__startswith="Proposal 017").status == "stale"
+    assert ScheduledAction.objects.get(kind="send_reminder").status == "suspended"
+    assert Invalidation.objects.filter(memory_id="mem-deadline-001", acknowledged_at__isnull=True).count() == 1

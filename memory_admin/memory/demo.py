@@ -11,6 +11,8 @@ from django.utils import timezone
 
 from memory_admin.accounts.models import ApiToken, Principal, Role, Tenant
 from memory_admin.accounts.services import ensure_principal, issue_token
+from memory_admin.derived import lineage
+from memory_admin.derived.lineage import BaseRef
 from memory_admin.memory import actions
 from memory_admin.memory.actions import Assertion
 from memory_admin.memory.models import FieldPolicy, MemoryRecord, Project
@@ -98,6 +100,15 @@ def _story(p: dict[str, Principal]) -> None:
                   source_revision="r17"),
         now=at(10, 20, 9, 0, 5), verified_at=at(10, 20, 9, 5), memory_id="mem-deadline-001",
     )  # fmt: skip
+    # Copies made from the Oct 30 value before it moved (rule 10): a summary, a reminder plan, and
+    # another agent's loaded context. Moving the deadline makes them stale, suspended and notified.
+    oct30 = [BaseRef("mem-deadline-001", 1)]
+    lineage.create_summary(p["agent"], project_id="project-a", text="Proposal 017 is due Oct 30 17:00 (JST).",
+                           bases=oct30)  # fmt: skip
+    lineage.schedule_action(p["agent"], project_id="project-a", kind="send_reminder", due_at=at(10, 29, 9),
+                            payload={"to": "proposal-team", "text": "Proposal due tomorrow"}, bases=oct30)  # fmt: skip
+    lineage.register_context_load(p["agent"], session_id="planning-session-4", bases=oct30,
+                                  expires_at=timezone.now() + timedelta(days=30))  # fmt: skip
     assert_(
         p["task-system"],
         Assertion(**deadline, value="2026-11-02T17:00:00+09:00", valid_from=at(10, 22), source_canonical_ref=ref,
