@@ -50,6 +50,16 @@ class ISODurationField(serializers.Field):
         return duration_iso_string(value)
 
 
+def source_payload(record: MemoryRecord) -> dict[str, Any]:
+    """Where a record's value came from; the issuer is the authenticated principal that wrote it."""
+    return {
+        "canonical_ref": record.source_canonical_ref,
+        "revision": record.source_revision,
+        "issuer_principal_id": record.issuer.name or record.issuer.username,
+        "event_ids": record.source_event_ids,
+    }
+
+
 def record_payload(record: MemoryRecord) -> dict[str, Any]:
     """The record format of PRODUCT.md, every field."""
     return {
@@ -67,12 +77,7 @@ def record_payload(record: MemoryRecord) -> dict[str, Any]:
         "recheck_after": _iso(record.recheck_after),
         "retain_until": _iso(record.retain_until),
         "revision": record.revision,
-        "source": {
-            "canonical_ref": record.source_canonical_ref,
-            "revision": record.source_revision,
-            "issuer_principal_id": record.issuer.name or record.issuer.username,
-            "event_ids": record.source_event_ids,
-        },
+        "source": source_payload(record),
         "supersedes": [older.memory_id for older in record.supersedes.all()],
         "superseded_by": record.superseded_by.memory_id if record.superseded_by_id else None,  # type: ignore[union-attr]
         "derived_from": record.derived_from,
@@ -176,11 +181,7 @@ def candidate_payload(record: MemoryRecord) -> dict[str, Any]:
         "revision": record.revision,
         "valid_from": _iso(record.valid_from),
         "recorded_from": _iso(record.recorded_from),
-        "source": {
-            "canonical_ref": record.source_canonical_ref,
-            "revision": record.source_revision,
-            "issuer_principal_id": record.issuer.name or record.issuer.username,
-        },
+        "source": source_payload(record),
     }
 
 
@@ -200,15 +201,7 @@ def fact_payload(view: FactView, project_id: str, subject_id: str, predicate: st
         "recheck_after": _iso(record.recheck_after) if record else None,
         "valid_from": _iso(record.valid_from) if record else None,
         "valid_to": _iso(record.valid_to) if record else None,
-        "source": (
-            {
-                "canonical_ref": record.source_canonical_ref,
-                "revision": record.source_revision,
-                "issuer_principal_id": record.issuer.name or record.issuer.username,
-            }
-            if record
-            else None
-        ),
+        "source": source_payload(record) if record else None,
         "caveat": view.caveat,
         "action_allowed": view.action_allowed,
         "candidates": [candidate_payload(c) for c in view.candidates],
