@@ -109,7 +109,11 @@ class Tombstone(models.Model):
         PREDICATE = "predicate", "A predicate"
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
-    request = models.ForeignKey(DeletionRequest, on_delete=models.PROTECT, related_name="tombstones")
+    # Null for a tombstone replayed from the ledger after a restore from a backup older than its request.
+    request = models.ForeignKey(
+        DeletionRequest, on_delete=models.PROTECT, null=True, blank=True, related_name="tombstones"
+    )
+    request_public_id = models.CharField(max_length=64, default="")
     kind = models.CharField(max_length=10, choices=Kind.choices)
     memory_id = models.CharField(max_length=64, blank=True, db_index=True)
     # Keyed hashes (HMAC with the deployment's secret) of the fact key, scope, value and source.

@@ -17,7 +17,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from deletion import tombstones
+from deletion import ledger, tombstones
 from deletion.models import Backup, DeletionRequest, StoreProgress, Tombstone
 from deletion.stores import STORES, Scope
 from memory_admin.accounts.models import Principal
@@ -173,7 +173,10 @@ def _accept(request: DeletionRequest, scope: Scope) -> None:
         stones.append(Tombstone(tenant_id=request.tenant_id, request=request, kind=Tombstone.Kind.PREDICATE, created_at=now,
                                 scope_hash=tombstones.predicate_scope(request.tenant_id, scope.project_key,
                                                                       request.scope_value)))  # fmt: skip
+    for stone in stones:
+        stone.request_public_id = request.public_id
     Tombstone.objects.bulk_create(stones)
+    ledger.append_after_commit(stones)
     live = [r for r in scope.records if r.tombstoned_at is None]
     rows = []
     for name, store in STORES.items():

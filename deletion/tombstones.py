@@ -81,7 +81,7 @@ def refusals_logged(path: str, actor: str) -> Iterator[None]:
 
 
 def _refuse(stone: Tombstone, why: str) -> None:
-    raise Tombstoned(f"Refused: {why} (deletion {stone.request.public_id}).", _tombstone_id=stone.pk)
+    raise Tombstoned(f"Refused: {why} (deletion {stone.request_public_id}).", _tombstone_id=stone.pk)
 
 
 def refuse_derived_from(tenant_id: int, memory_ids: Iterable[str], what: str) -> None:
@@ -89,12 +89,7 @@ def refuse_derived_from(tenant_id: int, memory_ids: Iterable[str], what: str) ->
     ids = [m for m in memory_ids if m]
     if not ids:
         return
-    stone = (
-        live()
-        .filter(tenant_id=tenant_id, kind=Tombstone.Kind.RECORD, memory_id__in=ids)
-        .select_related("request")
-        .first()
-    )
+    stone = live().filter(tenant_id=tenant_id, kind=Tombstone.Kind.RECORD, memory_id__in=ids).first()
     if stone is not None:
         _refuse(stone, f"{what} is derived from deleted memory {stone.memory_id}")
 
@@ -115,11 +110,7 @@ def refuse_assertion(
     deleted value of the fact, coming from the very source revision that was deleted, or extracted from
     redacted log lines. A new value from a new source is accepted."""
     refuse_derived_from(tenant_id, derived_from, "This fact")
-    stones = list(
-        live()
-        .filter(tenant_id=tenant_id, scope_hash=fact_scope(tenant_id, project, subject, predicate))
-        .select_related("request")
-    )
+    stones = list(live().filter(tenant_id=tenant_id, scope_hash=fact_scope(tenant_id, project, subject, predicate)))
     if stones:
         value_hash, source_hash = value_digest(value), source_digest(source_ref, source_revision)
         for stone in stones:
@@ -134,7 +125,7 @@ def refuse_assertion(
             .filter(Q(hidden_at__isnull=False) | Q(redacted_at__isnull=False))
             .exists()
         ):
-            stone = live().filter(tenant_id=tenant_id).select_related("request").order_by("-id").first()
+            stone = live().filter(tenant_id=tenant_id).order_by("-id").first()
             if stone is not None:
                 _refuse(stone, "it is extracted from log lines a deletion removed")
 
@@ -147,7 +138,6 @@ def refuse_event(tenant_id: int, project: str, subject_ids: Iterable[str], occur
     stone = (
         live()
         .filter(tenant_id=tenant_id, kind=Tombstone.Kind.SUBJECT, scope_hash__in=scopes, created_at__gt=occurred_at)
-        .select_related("request")
         .first()
     )
     if stone is not None:

@@ -1,0 +1,50 @@
+"""The tombstone ledger: every tombstone, content-free, also appended to a file beside the backups.
+
+A backup taken before a deletion does not hold that deletion's tombstones; restoring it would bring the
+content back. `manage.py restore` therefore replays the ledger before the restored data is served.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from deletion.models import Tombstone
+
+FIELDS = ("tenant_id", "kind", "memory_id", "scope_hash", "value_hash", "source_hash", "request_public_id")
+
+
+def path() -> Path:
+    return Path(settings.BACKUP_DIR) / "tombstones.jsonl"
+
+
+def entry(stone: Tombstone) -> dict[str, Any]:
+    return {name: getattr(stone, name) for name in FIELDS} | {"created_at": stone.created_at.isoformat()}
+
+
+def append_after_commit(stones: Iterable[Tombstone]) -> None:
+    lines = [json.dumps(entry(s), sort_keys=True) + "\n" for s in stones]
+
+    def write() -> None:
+        target = path()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with target.open("a", encoding="utf-8") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            handle.writelines(lines)
+
+    transaction.on_commit(write)
+
+
+def read() -> Iterator[dict[str, Any]]:
+    if not path().exists():
+        return
+    with path().open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                yield json.loads(line)
