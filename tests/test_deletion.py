@@ -226,3 +226,30 @@ def test_bad_requests_are_refused_with_a_reason(api, compliance, subject_everywh
     response = file(api, compliance, **payload)
     assert response.status_code in (400, 404), response.json()
     assert DeletionRequest.objects.count() == 0
+
+
+def test_a_recheck_after_the_purge_reopens_a_store_that_holds_the_data_again(api, compliance, other_agent,
+                                                                            subject_everywhere):  # fmt: skip
+    from deletion.tasks import recheck_confirmed
+    from memory_admin.derived.vectors import VectorEntry
+
+    request_id = file(api, compliance).json()["id"]
+    run_all(request_id)
+    notice = api(other_agent).get("/api/v1/agents/agent-9/invalidations/").json()["results"][0]
+    api(other_agent).post(f"/api/v1/agents/agent-9/invalidations/{notice['id']}/ack/")
+    run_all(request_id)
+    assert DeletionRequest.objects.get(public_id=request_id).purge_confirmed_at is not None
+    # A job that embedded the record before the deletion writes its entry after the purge.
+    second = subject_everywhere["second"]
+    get_index().upsert([VectorEntry(entry_id=f"record:{second.memory_id}", tenant_id=second.tenant_id,
+                                    project_id="project-a", kind="record", object_id=second.memory_id, revision=2,
+                                    text="task-proposal-017 submission_deadline: 2026-11-02")])  # fmt: skip
+    assert recheck_confirmed(timezone.now() + timedelta(hours=1)) == 1
+    request = DeletionRequest.objects.get(public_id=request_id)
+    assert request.purge_confirmed_at is None and request.state == "purging"
+    row = StoreProgress.objects.get(request=request, store="embeddings")
+    assert row.state == "pending" and "found 1 again" in row.last_error
+    assert AuditEvent.objects.filter(action="deletion.reopened", object_id=request_id).exists()
+    purge_store.apply(args=[row.pk])  # the reconciler's requeue
+    assert DeletionRequest.objects.get(public_id=request_id).purge_confirmed_at is not None
+    assert get_index().find(tenant_id=second.tenant_id, object_ids=[second.memory_id]) == []
