@@ -126,12 +126,14 @@ CELERY_BROKER_URL = envstr("CELERY_BROKER_URL", "filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _queue_dir = VAR_DIR / "broker" / "queue"
     _processed_dir = VAR_DIR / "broker" / "processed"
-    _queue_dir.mkdir(parents=True, exist_ok=True)
-    _processed_dir.mkdir(parents=True, exist_ok=True)
+    _control_dir = VAR_DIR / "broker" / "control"
+    for _folder in (_queue_dir, _processed_dir, _control_dir):
+        _folder.mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_queue_dir),
         "data_folder_out": str(_queue_dir),
         "processed_folder": str(_processed_dir),
+        "control_folder": str(_control_dir),
         "store_processed": False,
     }
 CELERY_TASK_DEFAULT_QUEUE = envstr("CELERY_TASK_DEFAULT_QUEUE", "memory_admin")
