@@ -113,3 +113,12 @@ def body(assertion: Assertion) -> dict[str, Any]:
     if assertion.expected_revision is not None:
         data["expected_revision"] = assertion.expected_revision
     return data
+
+
+@pytest.fixture
+def source():
+    """A stand-in canonical source on loopback: (base URL, the script of its answers)."""
+    from tests.canonical_source import serving
+
+    with serving() as (base_url, script):
+        yield base_url, script

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from memory_admin.memory.actions import Assertion, assert_fact
 from memory_admin.memory.models import AuditEvent, FieldPolicy, MemoryRecord, RecheckAttempt
-from tests.canonical_source import http_json_source, serving
+from tests.canonical_source import http_json_source
 from tests.conftest import DEADLINE, deadline
 
 FACT_URL = "/facts/?project=project-a&subject=task-proposal-017&predicate=submission_deadline"
@@ -21,12 +21,6 @@ def signed_in(principal) -> Client:
     client = Client()
     client.force_login(principal)
     return client
-
-
-@pytest.fixture
-def source():
-    with serving() as (base_url, script):
-        yield base_url, script
 
 
 @pytest.fixture

@@ -11,17 +11,11 @@ from django.utils import timezone
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.models import FieldPolicy, MemoryRecord, RecheckAttempt
 from memory_admin.memory.rechecks import recheck_now, record_recheck
-from tests.canonical_source import http_json_source, serving
+from tests.canonical_source import http_json_source
 from tests.conftest import DEADLINE, deadline
 
 Outcome = RecheckAttempt.Outcome
 SUBJECT = DEADLINE["subject_id"]
-
-
-@pytest.fixture
-def source():
-    with serving() as (base_url, script):
-        yield base_url, script
 
 
 @pytest.fixture
