@@ -76,9 +76,10 @@ def replay_tombstones() -> dict[str, Any]:
                               subjects=sorted({r.subject_id for r in mine}) if has_subject_stone else [])  # fmt: skip
                 # An unsaved stand-in: the adapters need only its ids and its public id for the markers.
                 stand_in = DeletionRequest(tenant_id=tenant_id, project_id=project_id, public_id=public_id)
+                # Every store finds its targets before any purges, as at acceptance: purging the records
+                # first would cascade away the links the other stores find their copies by.
+                found = {name: STORES[name].find(scope) for name in REPLAYED_STORES}
                 for name in REPLAYED_STORES:
-                    store = STORES[name]
-                    found = store.find(scope)
-                    progress = type("Replay", (), {"targets": found.targets, "evidence": {}})()
-                    purged[name] += store.purge(stand_in, progress)  # type: ignore[arg-type]
+                    progress = type("Replay", (), {"targets": found[name].targets, "evidence": {}})()
+                    purged[name] += STORES[name].purge(stand_in, progress)  # type: ignore[arg-type]
     return {"tombstones_replayed": len(missing), "purged": dict(purged)}

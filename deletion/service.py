@@ -190,7 +190,8 @@ def _accept(request: DeletionRequest, scope: Scope) -> None:
     for progress in request.stores.all():
         hidden = STORES[progress.store].hide(request, progress, now)
         StoreProgress.objects.filter(pk=progress.pk).update(hidden=hidden)
-    request.removed_from_reads_at = now
+    # Stamped as the acceptance transaction ends: reads stop returning the scope at its commit, next.
+    request.removed_from_reads_at = timezone.now()
     request.save(update_fields=["removed_from_reads_at"])
     from deletion.tasks import run_request
 

@@ -377,7 +377,7 @@ class VectorIndex:
                 table.search(query_vector, vector_column_name="vector")
                 .distance_type("cosine")
                 .where(where, prefilter=True)
-                .select(["entry_id", "kind", "object_id", "revision", "usable", "text"])
+                .select(["entry_id", "kind", "object_id", "revision", "usable", "text", "_distance"])
                 .limit(k)
                 .to_arrow()
             )
