@@ -4,8 +4,10 @@
 2. generates the bench tenant's records with COPY, once (kept between runs; `--regenerate` starts over);
 3. times the records list (first page, a deep cursor page, a filtered list) through the real API in
    process, as-of lookups through the domain layer, and compare-and-swap writes through
-   `assert_fact`, single-process and in parallel processes;
-4. prints median/p95 next to the targets. It never asserts timings.
+   `assert_fact`, single-process and in parallel processes; then (bench/pages.py) the dashboard's
+   records page against the Django admin changelist, and (bench/rechecks.py) the recheck sweep's
+   selection `claim_due` and rechecks per second on real Celery workers against a loopback source;
+4. prints median/p95 next to the targets. It never asserts timings. `--only`/`--skip` choose benchmarks.
 
 Run: `make bench` or
 `DATABASE_URL=postgres://postgres@127.0.0.1:5432/memory_admin_bench .venv/bin/python bench/run.py --records 20000`.
@@ -14,13 +16,13 @@ Run: `make bench` or
 from __future__ import annotations
 
 import argparse
-import math
 import multiprocessing
 import os
 import queue
 import random
-import statistics
+import shutil
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -28,9 +30,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:  # `python bench/run.py` puts bench/ first, not the repository
+    sys.path.insert(0, str(REPO_ROOT))
+
+from bench.measure import Figure, Head, check_response, path_of, print_table, queries_per_call, sample_heads, timed  # noqa: E402
 
 TENANT = "bench"
 AGENT = "bench-agent"
@@ -351,89 +356,6 @@ def check_generated(tenant_id: int) -> None:
 # --- Measurement --------------------------------------------------------------------------------
 
 
-@dataclass
-class Figure:
-    name: str
-    samples_ms: list[float]
-    target: str = ""
-    met: bool | None = None
-    note: str = ""
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.samples_ms)
-
-    @property
-    def p95(self) -> float:
-        return percentile(self.samples_ms, 95)
-
-
-def percentile(samples: list[float], pct: float) -> float:
-    ordered = sorted(samples)
-    return ordered[max(0, math.ceil(pct / 100 * len(ordered)) - 1)]
-
-
-def timed(fn: Callable[[int], object], iterations: int, warmup: int) -> list[float]:
-    """Milliseconds per call of fn(i), after `warmup` untimed calls."""
-    for i in range(warmup):
-        fn(-1 - i)
-    samples = []
-    for i in range(iterations):
-        t0 = time.perf_counter()
-        fn(i)
-        samples.append((time.perf_counter() - t0) * 1000)
-    return samples
-
-
-@dataclass(frozen=True)
-class Head:
-    project: str
-    subject_id: str
-    predicate: str
-    revision: int
-    source_ref: str
-    source_revision: str
-
-
-def sample_heads(tenant_id: int, n: int, seed: int) -> list[Head]:
-    """n distinct random fact keys of the tenant with their current head (as a client would read it)."""
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT setseed(%s)", [(seed % 1000) / 1000])
-        cursor.execute(
-            """
-            SELECT p.key, r.subject_id, r.predicate, r.revision, r.source_canonical_ref, r.source_revision
-            FROM memory_memoryrecord r JOIN memory_project p ON p.id = r.project_id
-            WHERE r.tenant_id = %s AND r.is_head
-            ORDER BY random() LIMIT %s
-            """,
-            [tenant_id, n],
-        )
-        return [Head(*row) for row in cursor.fetchall()]
-
-
-def check_response(response: Any, expect_results: bool = True) -> None:
-    if response.status_code != 200:
-        sys.exit(f"GET returned {response.status_code}: {response.content[:500]!r}")
-    if expect_results and not response.json()["results"]:
-        sys.exit("GET returned an empty page")
-
-
-def path_of(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.path}?{parts.query}"
-
-
-def queries_per_call(fn: Callable[[], object]) -> int:
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
-    with CaptureQueriesContext(connection) as ctx:
-        fn()
-    return len(ctx.captured_queries)
-
-
 def bench_api(principal: Any, tenant_id: int, iterations: int, warmup: int, seed: int) -> list[Figure]:
     from rest_framework.test import APIClient
 
@@ -700,36 +622,112 @@ def bench_writes(
 # --- Report -------------------------------------------------------------------------------------
 
 
-def print_table(figures: list[Figure]) -> None:
-    header = f"{'benchmark':<46} {'n':>5} {'median ms':>10} {'p95 ms':>8}  {'target':<22} {'met':<4} note"
-    print(header)
-    print("-" * len(header))
-    for f in figures:
-        met = "" if f.met is None else ("yes" if f.met else "NO")
-        print(f"{f.name:<46} {len(f.samples_ms):>5} {f.median:>10.2f} {f.p95:>8.2f}  {f.target:<22} {met:<4} {f.note}")
+BENCHMARKS = {
+    "api": "records list through the API",
+    "asof": "as-of lookups",
+    "writes": "CAS writes, 1 process then --processes",
+    "dashboard": "dashboard records page vs Django admin changelist",
+    "claim": "recheck sweep selection (claim_due)",
+    "rechecks": "rechecks per second on Celery workers against a loopback canonical source",
+}
+
+
+def selection(parser: argparse.ArgumentParser, only: str | None, skip: str | None) -> list[str]:
+    def names(text: str) -> set[str]:
+        given = {n.strip() for n in text.split(",") if n.strip()}
+        unknown = given - set(BENCHMARKS)
+        if unknown:
+            parser.error(f"unknown benchmark(s) {sorted(unknown)}; choose among {', '.join(BENCHMARKS)}")
+        return given
+
+    chosen = names(only) if only else set(BENCHMARKS)
+    chosen -= names(skip) if skip else set()
+    if not chosen:
+        parser.error("--only/--skip leave no benchmark to run")
+    return [name for name in BENCHMARKS if name in chosen]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    epilog = "benchmarks (all by default): " + "; ".join(f"{k}: {v}" for k, v in BENCHMARKS.items())
+    parser = argparse.ArgumentParser(
+        description=__doc__, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--records", type=int, default=1_000_000, help="generated records (default 1,000,000)")
     parser.add_argument("--subjects", type=int, default=10_000, help="subjects they are spread over (default 10,000)")
+    parser.add_argument("--only", metavar="NAMES", help=f"comma-separated benchmarks to run ({','.join(BENCHMARKS)})")
+    parser.add_argument("--skip", metavar="NAMES", help="comma-separated benchmarks not to run")
     parser.add_argument("--iterations", type=int, default=200, help="timed calls per read benchmark (default 200)")
     parser.add_argument("--writes", type=int, default=2000, help="CAS writes in the parallel run (default 2000)")
     parser.add_argument("--processes", type=int, default=2, help="writer processes in the parallel run (default 2)")
+    parser.add_argument(
+        "--page-iterations", type=int, default=50, help="timed requests per dashboard/admin page (default 50)"
+    )
+    parser.add_argument(
+        "--due", type=int, default=100_000, help="accepted heads made due for recheck (default 100,000)"
+    )
+    parser.add_argument("--claim-runs", type=int, default=3, help="timed claim_due(limit=--due) calls (default 3)")
+    parser.add_argument("--claim-batch", type=int, default=1000, help="claim_due batch size (default 1000)")
+    parser.add_argument("--rechecks", type=int, default=3000, help="records rechecked on Celery (default 3000)")
+    parser.add_argument("--recheck-workers", type=int, default=4, help="Celery worker processes (default 4)")
+    parser.add_argument(
+        "--celery-pool",
+        choices=["prefork", "solo"],
+        default="prefork",
+        help="prefork: one worker with --recheck-workers children (default); solo: that many solo workers",
+    )
+    parser.add_argument(
+        "--broker", default="redis://127.0.0.1:6379/14", help="Celery broker (default redis://127.0.0.1:6379/14)"
+    )
     parser.add_argument("--seed", type=int, default=42, help="random seed of the data and of the samples")
     parser.add_argument(
         "--regenerate", action="store_true", help="drop and recreate the bench database, then generate the data"
     )
     args = parser.parse_args(argv)
+    args.benchmarks = selection(parser, args.only, args.skip)
     if args.subjects < 1 or args.records < args.subjects:
         parser.error("need --subjects >= 1 and --records >= --subjects")
-    if args.iterations < 1 or args.writes < 1 or args.processes < 1:
-        parser.error("--iterations, --writes and --processes must be positive")
+    positive = ["iterations", "writes", "processes", "page_iterations", "due", "claim_runs", "claim_batch"]
+    if any(getattr(args, name) < 1 for name in [*positive, "rechecks", "recheck_workers"]):
+        parser.error("--iterations, --writes, --processes, --page-iterations, --due, --claim-runs, --claim-batch, "
+                     "--rechecks and --recheck-workers must be positive")  # fmt: skip
     return args
+
+
+def isolate(broker: str) -> Path:
+    """Keep the run's side effects to itself; returns its VAR_DIR, a new temporary directory.
+
+    Set in os.environ before Django starts (the writer processes and Celery workers inherit it):
+    VAR_DIR, VECTOR_INDEX_PATH and BACKUP_DIR under that directory, so nothing is written to the
+    project's var/ (the file cache, the vector index); and Celery on `broker` with a queue of this run
+    (`bench-<pid>`): assert_fact enqueues a vector refresh per write after commit, and those tasks must
+    reach neither the development broker (var/broker) nor the recheck workers. Nothing consumes that
+    queue; it is dropped at the end. With no broker answering, an in-memory broker takes them.
+    """
+    from bench.rechecks import BROKER_PROBLEM, ensure_broker
+
+    var_dir = Path(tempfile.mkdtemp(prefix=f"bench-run-{os.getpid()}-"))
+    os.environ["VAR_DIR"] = str(var_dir)
+    os.environ["VECTOR_INDEX_PATH"] = str(var_dir / "vectors")
+    os.environ["BACKUP_DIR"] = str(var_dir / "backups")
+    problem = ensure_broker(broker)
+    if problem:
+        BROKER_PROBLEM.append(problem)
+    os.environ["CELERY_BROKER_URL"] = "memory://" if problem else broker
+    os.environ["CELERY_TASK_DEFAULT_QUEUE"] = f"bench-{os.getpid()}"
+    return var_dir
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    var_dir = isolate(args.broker)
+    try:
+        run_benchmarks(args)
+    finally:
+        shutil.rmtree(var_dir, ignore_errors=True)
+
+
+def run_benchmarks(args: argparse.Namespace) -> None:
+    run = set(args.benchmarks)
     setup_django()
     prepare_database(args.regenerate)
     migrate()
@@ -761,6 +759,7 @@ def main(argv: list[str] | None = None) -> None:
     principal = bench_principal()
 
     warmup = max(5, args.iterations // 10)
+    page_warmup = max(3, args.page_iterations // 10)
     total = MemoryRecord.objects.filter(tenant_id=tenant_id).count()
     heads = MemoryRecord.objects.filter(tenant_id=tenant_id, is_head=True).count()
     print()
@@ -768,16 +767,65 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"Records: {total:,} in the bench tenant ({layout.records:,} generated, {generation}), "
         f"{heads:,} fact keys, {layout.subjects:,} subjects, {layout.projects} projects; "
-        f"{os.cpu_count()} CPUs"
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}"
     )
-    print(f"Iterations: {args.iterations} timed after {warmup} warm-up per read benchmark; ", end="")
-    print(f"CAS writes: {args.writes // args.processes} in 1 process, then {args.writes} over {args.processes}")
+    print(f"Benchmarks: {', '.join(args.benchmarks)}; VAR_DIR {settings.VAR_DIR} (removed at the end), ", end="")
+    print(f"Celery broker {settings.CELERY_BROKER_URL}, queue {settings.CELERY_TASK_DEFAULT_QUEUE}")
+    if run & {"api", "asof"}:
+        print(f"Iterations: {args.iterations} timed after {warmup} warm-up per read benchmark")
+    if "writes" in run:
+        print(f"CAS writes: {args.writes // args.processes} in 1 process, then {args.writes} over {args.processes}")
+    if "dashboard" in run:
+        print(f"Pages: {args.page_iterations} timed requests after {page_warmup} warm-up per page")
+    if run & {"claim", "rechecks"}:
+        print(f"Rechecks: {args.due:,} records due", end="")
+        print(
+            f"; claim_due: {args.claim_runs} runs, then batches of {args.claim_batch:,}" if "claim" in run else "",
+            end="",
+        )
+        print(
+            f"; Celery: {args.rechecks:,} rechecks, {args.recheck_workers} processes ({args.celery_pool}), "
+            f"queue {settings.CELERY_TASK_DEFAULT_QUEUE}-rechecks"
+            if "rechecks" in run
+            else ""
+        )
     print("Running...", flush=True)
 
-    figures = bench_api(principal, tenant_id, args.iterations, warmup, args.seed)
-    figures.append(bench_as_of(principal, tenant_id, args.iterations, warmup, args.seed))
-    write_figures, notes = bench_writes(principal, tenant_id, args.writes, args.processes, warmup, args.seed)
-    figures += write_figures
+    figures: list[Figure] = []
+    notes: list[str] = []
+    if "api" in run:
+        figures += bench_api(principal, tenant_id, args.iterations, warmup, args.seed)
+    if "asof" in run:
+        figures.append(bench_as_of(principal, tenant_id, args.iterations, warmup, args.seed))
+    if "writes" in run:
+        write_figures, write_notes = bench_writes(principal, tenant_id, args.writes, args.processes, warmup, args.seed)
+        figures += write_figures
+        notes += write_notes
+    if "dashboard" in run:
+        from bench.pages import bench_pages
+
+        figures += bench_pages(TENANT, tenant_id, args.page_iterations, page_warmup, args.seed)
+    if run & {"claim", "rechecks"}:
+        from bench import rechecks
+
+        due, note = rechecks.make_due(tenant_id, args.due, args.seed)
+        notes.append(note)
+        try:
+            if "claim" in run:
+                claim_figures, claim_notes = rechecks.bench_claim(due, args.claim_runs, args.claim_batch)
+                figures += claim_figures
+                notes += claim_notes
+            if "rechecks" in run:
+                rate_figures, rate_notes = rechecks.bench_recheck_rate(
+                    tenant_id, due, args.rechecks, args.recheck_workers, args.celery_pool
+                )
+                figures += rate_figures
+                notes += rate_notes
+        finally:
+            notes.append(rechecks.restore(tenant_id, due))
+    from bench.rechecks import drop_side_effects
+
+    notes.append(drop_side_effects())
     connection.close()
 
     print()
@@ -786,7 +834,10 @@ def main(argv: list[str] | None = None) -> None:
     for note in notes:
         print(f"  {note}")
     print("Figures are printed, never asserted. Targets: list p95 <= 30 ms, as-of median <= 5 ms, ", end="")
-    print(">= 500 CAS writes/s on 2 cores.")
+    print(
+        ">= 500 CAS writes/s on 2 cores; dashboard p95 <= 50 ms and >= 10x faster than the admin changelist; ", end=""
+    )
+    print("claim_due of 100,000 due records <= 1 s.")
 
 
 if __name__ == "__main__":

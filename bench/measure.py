@@ -1,0 +1,116 @@
+"""Measurement helpers shared by the benchmarks of bench/run.py, bench/pages.py and bench/rechecks.py."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+
+@dataclass
+class Figure:
+    """One row of the report: timed samples (milliseconds), the target and whether it was met.
+
+    A figure without samples (a throughput run) prints "-" for median and p95 and says it in `note`.
+    """
+
+    name: str
+    samples_ms: list[float]
+    target: str = ""
+    met: bool | None = None
+    note: str = ""
+    count: int | None = None  # the n column when it is not the number of samples
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples_ms) if self.samples_ms else math.nan
+
+    @property
+    def p95(self) -> float:
+        return percentile(self.samples_ms, 95) if self.samples_ms else math.nan
+
+
+def percentile(samples: list[float], pct: float) -> float:
+    ordered = sorted(samples)
+    return ordered[max(0, math.ceil(pct / 100 * len(ordered)) - 1)]
+
+
+def timed(fn: Callable[[int], object], iterations: int, warmup: int) -> list[float]:
+    """Milliseconds per call of fn(i), after `warmup` untimed calls."""
+    for i in range(warmup):
+        fn(-1 - i)
+    samples = []
+    for i in range(iterations):
+        t0 = time.perf_counter()
+        fn(i)
+        samples.append((time.perf_counter() - t0) * 1000)
+    return samples
+
+
+def ms(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.2f}"
+
+
+def print_table(figures: list[Figure]) -> None:
+    header = f"{'benchmark':<46} {'n':>5} {'median ms':>10} {'p95 ms':>8}  {'target':<22} {'met':<4} note"
+    print(header)
+    print("-" * len(header))
+    for f in figures:
+        met = "" if f.met is None else ("yes" if f.met else "NO")
+        print(
+            f"{f.name:<46} {len(f.samples_ms) if f.count is None else f.count:>5} {ms(f.median):>10} {ms(f.p95):>8}  {f.target:<22} {met:<4} {f.note}"
+        )
+
+
+@dataclass(frozen=True)
+class Head:
+    project: str
+    subject_id: str
+    predicate: str
+    revision: int
+    source_ref: str
+    source_revision: str
+
+
+def sample_heads(tenant_id: int, n: int, seed: int) -> list[Head]:
+    """n distinct random fact keys of the tenant with their current head (as a client would read it)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT setseed(%s)", [(seed % 1000) / 1000])
+        cursor.execute(
+            """
+            SELECT p.key, r.subject_id, r.predicate, r.revision, r.source_canonical_ref, r.source_revision
+            FROM memory_memoryrecord r JOIN memory_project p ON p.id = r.project_id
+            WHERE r.tenant_id = %s AND r.is_head
+            ORDER BY random() LIMIT %s
+            """,
+            [tenant_id, n],
+        )
+        return [Head(*row) for row in cursor.fetchall()]
+
+
+def check_response(response: Any, expect_results: bool = True) -> None:
+    if response.status_code != 200:
+        sys.exit(f"GET returned {response.status_code}: {response.content[:500]!r}")
+    if expect_results and not response.json()["results"]:
+        sys.exit("GET returned an empty page")
+
+
+def path_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.path}?{parts.query}"
+
+
+def queries_per_call(fn: Callable[[], object]) -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as ctx:
+        fn()
+    return len(ctx.captured_queries)
