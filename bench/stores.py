@@ -946,7 +946,7 @@ def bench_deletion(scale: Scale, explain: bool) -> list[Row]:
     from deletion.backups import take_backup
     from deletion.models import DeletionRequest, StoreProgress
     from deletion.service import request_deletion
-    from deletion.stores import LogsStore, SummariesStore
+    from deletion.stores import LogsStore, Scope, SummariesStore
     from deletion.tasks import purge_store
     from memory_admin.derived.models import Event, Summary
     from memory_admin.derived.vectors import get_index
@@ -966,8 +966,10 @@ def bench_deletion(scale: Scale, explain: bool) -> list[Row]:
              for e in ids}
         )  # fmt: skip
         for label, qs in (
-            ("logs.find: LogsStore._matching", LogsStore()._matching(fx.tenant_id, project_id, [fx.subject], fx.memory_ids, event_ids)),
-            ("summaries.find: SummariesStore._built_on", SummariesStore()._built_on(fx.tenant_id, fx.memory_ids)),
+            ("logs.find: LogsStore._matching", LogsStore()._matching(fx.tenant_id, project_id, [fx.subject], event_ids)),
+            ("summaries.find: SummariesStore.built_on",
+             SummariesStore.built_on(Scope(fx.tenant_id, project_id, "", list(MemoryRecord.all_objects.filter(
+                 pk__in=fx.record_ids))))),
         ):  # fmt: skip
             t0 = time.perf_counter()
             plan = qs.explain(analyze=True, buffers=True)
