@@ -51,6 +51,7 @@ COLUMNS = (
     "status_reason", "valid_from", "valid_to", "asserted_valid_to", "valid_to_recorded_at", "recorded_from",
     "recorded_to", "last_verified_at", "recheck_after", "retain_until", "revision", "source_canonical_ref",
     "source_revision", "issuer_id", "entered_current", "is_head", "superseded_by_id", "derived_from",
+    "source_event_ids", "attention",
 )  # fmt: skip
 
 TARGET_LIST_P95_MS = 30.0
@@ -254,7 +255,7 @@ def generate_lines(
                 lines.append(
                     f'{rid}\t{tenant_id}\t{project_id}\t{GENERATED_PREFIX}{rid}\t{subject}\t{predicate}\t"v{rid}"\t'
                     f"{status}\t\t{valid_from[j]}\t{valid_to}\t\\N\t{cut_at}\t{recorded_from[j]}\t{cut_at}\t"
-                    f"\\N\t\\N\t\\N\t{rev}\t{source}\tr{rev}\t{issuer_id}\tt\t{head}\t{successor}\t[]\n"
+                    f"\\N\t\\N\t\\N\t{rev}\t{source}\tr{rev}\t{issuer_id}\tt\t{head}\t{successor}\t[]\t[]\t\n"
                 )
             next_id += k
         yield s, lines
