@@ -9,9 +9,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.db import migrations
+
+from memory_admin.migration_helpers import on_postgres
 
 FORWARD = [
     "CREATE EXTENSION IF NOT EXISTS btree_gist",
@@ -40,16 +40,6 @@ BACKWARD = [
 ]
 
 
-def _run(statements: list[str]) -> Any:
-    def apply(apps: Any, schema_editor: Any) -> None:
-        if schema_editor.connection.vendor != "postgresql":
-            return
-        for statement in statements:
-            schema_editor.execute(statement)
-
-    return apply
-
-
 class Migration(migrations.Migration):
     dependencies = [("memory", "0001_initial")]
-    operations = [migrations.RunPython(_run(FORWARD), _run(BACKWARD))]
+    operations = [on_postgres(FORWARD, BACKWARD)]

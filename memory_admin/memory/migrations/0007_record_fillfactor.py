@@ -8,24 +8,16 @@ exclusion constraint included. Measured on 1M rows: stamping 100k claims took ab
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.db import migrations
 
-
-def _run(sql: str) -> Any:
-    def apply(apps: Any, schema_editor: Any) -> None:
-        if schema_editor.connection.vendor == "postgresql":
-            schema_editor.execute(sql)
-
-    return apply
+from memory_admin.migration_helpers import on_postgres
 
 
 class Migration(migrations.Migration):
     dependencies = [("memory", "0006_audit_redaction")]
     operations = [
-        migrations.RunPython(
-            _run("ALTER TABLE memory_memoryrecord SET (fillfactor = 80)"),
-            _run("ALTER TABLE memory_memoryrecord RESET (fillfactor)"),
+        on_postgres(
+            ["ALTER TABLE memory_memoryrecord SET (fillfactor = 80)"],
+            ["ALTER TABLE memory_memoryrecord RESET (fillfactor)"],
         )
     ]
