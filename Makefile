@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench install clean
+.PHONY: run test lint bench bench-stores install clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@test -x $(PY) || "$$(bin/find-python)" -m venv $(VENV)
@@ -40,6 +40,12 @@ bench: $(STAMP)
 	@set -euo pipefail; \
 	db_url=$$(bin/ensure-postgres); \
 	DATABASE_URL="$${db_url%/*}/memory_admin_bench" $(PY) bench/run.py $(BENCH_ARGS)
+
+# Derived stores and deletion figures: propagation, vector search, deleting a large subject.
+bench-stores: $(STAMP)
+	@set -euo pipefail; \
+	db_url=$$(bin/ensure-postgres); \
+	DATABASE_URL="$${db_url%/*}/memory_admin_bench_stores" $(PY) bench/stores.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) var
