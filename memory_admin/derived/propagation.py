@@ -13,6 +13,7 @@ from datetime import datetime
 
 from django.core.cache import cache
 from django.db import transaction
+from django.db.models import Exists
 from django.utils import timezone
 
 from memory_admin.derived.models import (
@@ -66,10 +67,17 @@ def propagate(records: Sequence[MemoryRecord], *, reason: str, now: datetime | N
         log.append(Propagation(tenant_id=tenant_id, record_id=record_id, dependant_kind=kind, dependant_id=dependant,
                                action=action, reason=reason, at=now))  # fmt: skip
 
+    # Most changes have no dependant but their vector entry: one round trip says which kinds to visit.
+    present = _dependant_kinds(pks, now)
+
     # 1. Summaries.
-    uses = list(
-        SummaryBase.objects.filter(record_id__in=pks, summary__status=Summary.Status.CURRENT).values_list(
-            "summary_id", "summary__public_id", "record_id"
+    uses = (
+        []
+        if "summaries" not in present
+        else list(
+            SummaryBase.objects.filter(record_id__in=pks, summary__status=Summary.Status.CURRENT).values_list(
+                "summary_id", "summary__public_id", "record_id"
+            )
         )
     )
     result.summaries = sorted({summary_id for summary_id, _, _ in uses})
@@ -82,9 +90,13 @@ def propagate(records: Sequence[MemoryRecord], *, reason: str, now: datetime | N
         enqueue_after_commit(regenerate_summaries, result.summaries)
 
     # 2. Scheduled actions.
-    planned = list(
-        ActionBase.objects.filter(record_id__in=pks, action__status=ScheduledAction.Status.SCHEDULED).values_list(
-            "action_id", "action__public_id", "record_id"
+    planned = (
+        []
+        if "actions" not in present
+        else list(
+            ActionBase.objects.filter(record_id__in=pks, action__status=ScheduledAction.Status.SCHEDULED).values_list(
+                "action_id", "action__public_id", "record_id"
+            )
         )
     )
     result.actions = sorted({action_id for action_id, _, _ in planned})
@@ -96,9 +108,13 @@ def propagate(records: Sequence[MemoryRecord], *, reason: str, now: datetime | N
             note(record_id, Kind.ACTION, public_id, "suspended")
 
     # 3. Loaded contexts.
-    loaded = list(
-        ContextItem.objects.filter(record_id__in=pks, load__expires_at__gt=now).values_list(
-            "load_id", "load__agent_id", "load__public_id", "record_id", "revision"
+    loaded = (
+        []
+        if "contexts" not in present
+        else list(
+            ContextItem.objects.filter(record_id__in=pks, load__expires_at__gt=now).values_list(
+                "load_id", "load__agent_id", "load__public_id", "record_id", "revision"
+            )
         )
     )
     if loaded:
@@ -124,7 +140,7 @@ def propagate(records: Sequence[MemoryRecord], *, reason: str, now: datetime | N
             note(record_id, Kind.CONTEXT, load_public_id, "notice_sent")
 
     # 4. Cache keys.
-    cached = list(
+    cached = [] if "caches" not in present else list(
         CacheEntry.records.through.objects.filter(memoryrecord_id__in=pks, cacheentry__evicted_at__isnull=True)
         .values_list("cacheentry_id", "cacheentry__key", "memoryrecord_id")
     )  # fmt: skip
@@ -147,3 +163,22 @@ def propagate(records: Sequence[MemoryRecord], *, reason: str, now: datetime | N
 
     Propagation.objects.bulk_create(log)
     return result
+
+
+def _dependant_kinds(pks: list[int], now: datetime) -> set[str]:
+    """Which kinds of dependant the records have, in one query (EXISTS per kind)."""
+    checks = {
+        "summaries": SummaryBase.objects.filter(record_id__in=pks, summary__status=Summary.Status.CURRENT),
+        "actions": ActionBase.objects.filter(record_id__in=pks, action__status=ScheduledAction.Status.SCHEDULED),
+        "contexts": ContextItem.objects.filter(record_id__in=pks, load__expires_at__gt=now),
+        "caches": CacheEntry.records.through.objects.filter(
+            memoryrecord_id__in=pks, cacheentry__evicted_at__isnull=True
+        ),
+    }
+    row = (
+        MemoryRecord.all_objects.filter(pk=pks[0])
+        .annotate(**{kind: Exists(qs) for kind, qs in checks.items()})
+        .values(*checks)
+        .first()
+    )
+    return {kind for kind, found in (row or {}).items() if found}
