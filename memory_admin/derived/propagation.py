@@ -10,16 +10,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from django.core.cache import cache
-from django.db import transaction
-from django.db.models import Exists
+from django.db import connection, transaction
 from django.utils import timezone
 
 from memory_admin.derived.models import (
     ActionBase,
     CacheEntry,
     ContextItem,
+    ContextLoad,
     Invalidation,
     Propagation,
     ScheduledAction,
@@ -166,19 +167,33 @@ def propagate(records: Sequence[MemoryRecord], *, reason: str, now: datetime | N
 
 
 def _dependant_kinds(pks: list[int], now: datetime) -> set[str]:
-    """Which kinds of dependant the records have, in one query (EXISTS per kind)."""
-    checks = {
-        "summaries": SummaryBase.objects.filter(record_id__in=pks, summary__status=Summary.Status.CURRENT),
-        "actions": ActionBase.objects.filter(record_id__in=pks, action__status=ScheduledAction.Status.SCHEDULED),
-        "contexts": ContextItem.objects.filter(record_id__in=pks, load__expires_at__gt=now),
-        "caches": CacheEntry.records.through.objects.filter(
-            memoryrecord_id__in=pks, cacheentry__evicted_at__isnull=True
-        ),
-    }
-    row = (
-        MemoryRecord.all_objects.filter(pk=pks[0])
-        .annotate(**{kind: Exists(qs) for kind, qs in checks.items()})
-        .values(*checks)
-        .first()
-    )
-    return {kind for kind, found in (row or {}).items() if found}
+    """Which kinds of dependant the records have: one EXISTS per kind, in one statement.
+
+    Written as SQL because it runs on every write that supersedes a record; composing four ORM subqueries
+    cost more than the database did.
+    """
+    t = {
+        name: model._meta.db_table
+        for name, model in (
+            ("summary_base", SummaryBase), ("summary", Summary), ("action_base", ActionBase),
+            ("action", ScheduledAction), ("item", ContextItem), ("load", ContextLoad),
+            ("cache_link", CacheEntry.records.through), ("cache", CacheEntry),
+        )
+    }  # fmt: skip
+    ids = ", ".join(["%s"] * len(pks))
+    sql = f"""
+        SELECT
+          EXISTS (SELECT 1 FROM {t["summary_base"]} b JOIN {t["summary"]} s ON s.id = b.summary_id
+                  WHERE b.record_id IN ({ids}) AND s.status = %s),
+          EXISTS (SELECT 1 FROM {t["action_base"]} b JOIN {t["action"]} a ON a.id = b.action_id
+                  WHERE b.record_id IN ({ids}) AND a.status = %s),
+          EXISTS (SELECT 1 FROM {t["item"]} i JOIN {t["load"]} l ON l.id = i.load_id
+                  WHERE i.record_id IN ({ids}) AND l.expires_at > %s),
+          EXISTS (SELECT 1 FROM {t["cache_link"]} r JOIN {t["cache"]} e ON e.id = r.cacheentry_id
+                  WHERE r.memoryrecord_id IN ({ids}) AND e.evicted_at IS NULL)
+    """
+    params: list[Any] = [*pks, Summary.Status.CURRENT, *pks, ScheduledAction.Status.SCHEDULED, *pks, now, *pks]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    return {kind for kind, found in zip(("summaries", "actions", "contexts", "caches"), row, strict=True) if found}
