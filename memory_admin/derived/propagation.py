@@ -29,7 +29,7 @@ from memory_admin.derived.models import (
 )
 from memory_admin.derived.tasks import refresh_record_vectors, regenerate_summaries
 from memory_admin.memory.models import MemoryRecord, new_public_id
-from memory_admin.queueing import enqueue_after_commit
+from memory_admin.queueing import enqueue_after_commit, enqueue_batched_after_commit
 
 Kind = Propagation.Kind
 
@@ -160,7 +160,7 @@ def propagate(records: Sequence[MemoryRecord], *, reason: str, now: datetime | N
     result.vector_records = [r.memory_id for r in records]
     for record in records:
         note(record.pk, Kind.VECTOR, f"record:{record.memory_id}", "marked_unusable")
-    enqueue_after_commit(refresh_record_vectors, result.vector_records)
+    enqueue_batched_after_commit(refresh_record_vectors, result.vector_records)
 
     Propagation.objects.bulk_create(log)
     return result

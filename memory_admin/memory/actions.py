@@ -37,7 +37,7 @@ from memory_admin.memory.errors import (
 from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord, Project
 from memory_admin.memory.policies import authorize_issuer, policy_for
 from memory_admin.memory.ranking import compare_source_revisions, source_rank
-from memory_admin.queueing import enqueue_after_commit
+from memory_admin.queueing import enqueue_batched_after_commit
 
 Status = MemoryRecord.Status
 
@@ -189,8 +189,7 @@ def project_for(tenant: Tenant, key: str) -> Project:
 
 
 def _embed_after_commit(*records: MemoryRecord) -> None:
-    memory_ids = [r.memory_id for r in records]
-    enqueue_after_commit(refresh_record_vectors, memory_ids)
+    enqueue_batched_after_commit(refresh_record_vectors, [r.memory_id for r in records])
 
 
 def _new_record(

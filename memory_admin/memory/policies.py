@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.duration import duration_iso_string
 
@@ -18,12 +17,12 @@ from memory_admin.memory.models import FieldPolicy, Project
 
 def policy_for(tenant: Tenant | int, project_key: str, predicate: str) -> FieldPolicy | None:
     """The project's own policy for the field, else the tenant-wide one, else None."""
-    return (
-        FieldPolicy.objects.filter(tenant=tenant, predicate=predicate)
-        .filter(Q(project__key=project_key) | Q(project__isnull=True))
-        .order_by(F("project").asc(nulls_last=True))
-        .first()
-    )
+    # A field has a handful of policies at most (one per project, one tenant-wide): fetch them and choose
+    # here, a simpler query than ordering with NULLS LAST on every write.
+    tenant_id = tenant if isinstance(tenant, int) else tenant.pk
+    candidates = list(FieldPolicy.objects.filter(tenant_id=tenant_id, predicate=predicate).select_related("project"))
+    own = next((p for p in candidates if p.project is not None and p.project.key == project_key), None)
+    return own or next((p for p in candidates if p.project_id is None), None)
 
 
 # The tenant's system principal that writes values fetched from a field's canonical source.
