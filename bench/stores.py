@@ -461,7 +461,7 @@ def bench_propagation(scale: Scale, iterations: int, warmup: int) -> list[Row]:
         for i in range(scale.contexts)
     ]  # fmt: skip
     keys = [caches.fact_key(tenant_id, project, hot.subject_id, hot.predicate)]
-    keys += [f"answer:{tenant_id}:{project}:renewals:q{i}" for i in range(1, scale.cache_entries)]
+    keys += [caches.cache_key("answer", tenant_id, project, "renewals", i) for i in range(1, scale.cache_entries)]
     cached_value = {"memory_id": hot.memory_id, "value": hot.value, "text": words(rng, 10)}
     for i, key in enumerate(keys):
         caches.store(tenant_id, key, cached_value, [hot] if i % 2 else [hot, rng.choice(others)], ttl=3600)
@@ -745,7 +745,7 @@ def build_deletion_fixture(scale: Scale) -> DeletionFixture:
     from django.utils import timezone
 
     from memory_admin.accounts.services import ensure_principal
-    from memory_admin.derived.models import CacheEntry, Event, Summary, SummaryBase
+    from memory_admin.derived.models import CacheEntry, Event, EventSubject, Summary, SummaryBase, subject_tags
     from memory_admin.derived.tasks import record_text
     from memory_admin.derived.vectors import VectorEntry, get_index
     from memory_admin.memory.models import AuditEvent, MemoryRecord, Project, new_public_id
@@ -760,22 +760,29 @@ def build_deletion_fixture(scale: Scale) -> DeletionFixture:
     now = timezone.now()
     started = time.perf_counter()
 
-    # Log lines: 10% about the subject, the rest about other subjects of the same project.
+    # Log lines: 10% about the subject, the rest about other subjects of the same project; each with its
+    # EventSubject rows (what Event.save writes; COPY bypasses it).
     events: list[dict[str, Any]] = []
+    event_subjects: list[dict[str, Any]] = []
     subject_events: list[str] = []
+    first_event = reserve_ids(Event, scale.del_events)
     for i in range(scale.del_events):
         about = i % 10 == 0
         who = subject if about else f"other-{rng.randrange(max(1, scale.del_background_records // 10)):05d}"
         public_id = new_public_id("evt")
         if about:
             subject_events.append(public_id)
+        tags = [who] if rng.random() < 0.9 else [who, f"other-{rng.randrange(1000):05d}"]
         events.append({
-            "public_id": public_id, "tenant_id": tenant_id, "project_id": project.pk,
+            "id": first_event + i, "public_id": public_id, "tenant_id": tenant_id, "project_id": project.pk,
             "session_id": f"sess-{rng.randrange(2000)}", "actor": rng.choice(("user", "agent")),
             "text": f"{who} said: {words(rng, rng.randint(6, 14))}", "occurred_at": now - timedelta(minutes=i),
-            "subject_ids": [who] if rng.random() < 0.9 else [who, f"other-{rng.randrange(1000):05d}"],
-            "recorded_at": now - timedelta(minutes=i),
+            "subject_ids": tags, "recorded_at": now - timedelta(minutes=i),
         })  # fmt: skip
+        event_subjects += [
+            {"event_id": first_event + i, "tenant_id": tenant_id, "project_id": project.pk, "subject_id": tag}
+            for tag in subject_tags(tags)
+        ]
 
     # Records: the subject's fact keys x revisions (only the last revision current), and background facts.
     n_subject = scale.del_facts * scale.del_revisions
@@ -863,6 +870,7 @@ def build_deletion_fixture(scale: Scale) -> DeletionFixture:
 
     with transaction.atomic():
         copy_rows(Event, events)
+        copy_rows(EventSubject, event_subjects)
         copy_rows(MemoryRecord, records + background)
         copy_rows(AuditEvent, audits)
         copy_rows(Summary, summaries)
@@ -872,7 +880,7 @@ def build_deletion_fixture(scale: Scale) -> DeletionFixture:
     db_s = time.perf_counter() - started
     for start in range(0, len(keys), 1000):
         cache.set_many({k: {"subject": subject, "answer": words(rng, 6)} for k in keys[start : start + 1000]}, 3600)
-    analyze(Event, MemoryRecord, AuditEvent, Summary, SummaryBase, CacheEntry, CacheEntry.records.through)
+    analyze(Event, EventSubject, MemoryRecord, AuditEvent, Summary, SummaryBase, CacheEntry, CacheEntry.records.through)
 
     t0 = time.perf_counter()
     index = get_index()

@@ -25,6 +25,10 @@ class DeletionInSerializer(serializers.Serializer):
     reason = serializers.CharField(max_length=5000, allow_blank=True)
     due_by = serializers.DateField(required=False, allow_null=True)
     dry_run = serializers.BooleanField(default=False)
+    # What a dry run answered: when cited, the request is filed only if it names the previewed project and
+    # scope (409 `preview_mismatch`; 400 `preview_invalid`/`preview_expired` for a bad id). Optional, so
+    # clients that file without a preview keep working; the dashboard always cites one.
+    preview_id = serializers.CharField(max_length=4000, required=False)
 
 
 class ReasonSerializer(serializers.Serializer):
@@ -39,18 +43,31 @@ class DeletionRequestViewSet(viewsets.ViewSet):
         body = DeletionInSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
+        if data.get("preview_id") and not data["dry_run"]:
+            filed, drift = service.file_previewed(
+                _principal(request), preview_id=data["preview_id"], project_id=data["project_id"],
+                scope=data["scope"], reason=data["reason"], due_by=data.get("due_by"),
+            )  # fmt: skip
+            return Response(
+                {**service.report(filed), "preview": drift.as_payload(data["preview_id"])},
+                status=status.HTTP_202_ACCEPTED,
+            )
         result = service.request_deletion(
             _principal(request), project_id=data["project_id"], scope=data["scope"], reason=data["reason"],
             due_by=data.get("due_by"), dry_run=data["dry_run"],
         )  # fmt: skip
         if isinstance(result, service.Preview):
-            return Response({"dry_run": True, "stores": [{"store": k, **v} for k, v in result.stores.items()]})
+            return Response({
+                "dry_run": True, "preview_id": result.preview_id,
+                "preview_expires_at": result.expires_at.isoformat() if result.expires_at else None,
+                "stores": [{"store": k, **v} for k, v in result.stores.items()],
+            })  # fmt: skip
         return Response(service.report(result), status=status.HTTP_202_ACCEPTED)
 
     def list(self, request: Request) -> Response:
         principal = _principal(request)
         if not principal.has_role("compliance", "owner", "admin"):
-            return Response({"results": []})
+            return Response({"next": None, "previous": None, "results": []})  # the cursor-page shape
         requests = DeletionRequest.objects.filter(tenant_id=principal.tenant_id).select_related(
             "project", "requested_by", "approved_by"
         )

@@ -35,12 +35,15 @@ def take_backup(retention_days: int | None = None) -> Backup:
         method = "pg_dump"
     else:
         path = folder / f"{now:%Y%m%dT%H%M%S%f}.sqlite3"
-        connection.ensure_connection()
+        # A connection of its own reads the last committed state, as pg_dump does: backing up through
+        # Django's connection while it holds a write transaction would wait for that transaction forever.
+        source = sqlite3.connect(str(db["NAME"]), timeout=20)
         target = sqlite3.connect(path)
         try:
-            connection.connection.backup(target)  # type: ignore[union-attr]
+            source.backup(target)
         finally:
             target.close()
+            source.close()
         method = "sqlite_backup"
     days = retention_days if retention_days is not None else settings.BACKUP_RETENTION_DAYS
     return Backup.objects.create(

@@ -10,10 +10,13 @@ The product never says "completely forgotten": it reports four stages separately
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import date, datetime
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
 from typing import Any
 
+from django.core import signing
 from django.db import transaction
 from django.utils import timezone
 
@@ -22,8 +25,8 @@ from deletion.models import Backup, DeletionRequest, StoreProgress, Tombstone
 from deletion.stores import STORES, Scope
 from memory_admin.accounts.models import Principal
 from memory_admin.derived.propagation import propagate
-from memory_admin.memory import audit
-from memory_admin.memory.errors import Forbidden, InvalidInput, InvalidState, NotFound
+from memory_admin.memory import audit, validation
+from memory_admin.memory.errors import DomainError, Forbidden, InvalidInput, InvalidState, NotFound
 from memory_admin.memory.models import MemoryRecord, Project
 from memory_admin.queueing import enqueue_after_commit
 
@@ -36,9 +39,101 @@ def _require_compliance(principal: Principal) -> None:
         raise Forbidden("Only compliance staff file and approve deletion requests.")
 
 
+# A dry run answers a signed preview id; filing may cite it, and the dashboard always does, so what is filed
+# is what was previewed. Signed (not stored): a preview changes nothing, not even a table.
+PREVIEW_SALT = "deletion.preview"
+PREVIEW_MAX_AGE = timedelta(minutes=30)
+
+
+class PreviewInvalid(DomainError):
+    """The cited preview id is forged, expired, or not this principal's."""
+
+    code = "preview_invalid"
+    status = 400
+
+
+class PreviewMismatch(DomainError):
+    """The request names another project or scope than the preview it cites."""
+
+    code = "preview_mismatch"
+    status = 409
+
+
 @dataclass
 class Preview:
     stores: dict[str, dict[str, Any]]
+    preview_id: str = ""
+    expires_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Drift:
+    """What each store held at the preview against what the filed request covers.
+
+    Records may arrive (or be deleted by another request) between preview and filing; the request covers
+    the scope as it is when filed, and this says how that differs from what was checked."""
+
+    previewed: dict[str, int]
+    filed: dict[str, int]
+    records_changed: bool
+    stores: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return self.records_changed or self.previewed != self.filed
+
+    def describe(self) -> str:
+        names = self.stores or sorted(set(self.previewed) | set(self.filed))
+        parts = [
+            f"{name} {self.filed.get(name, 0)} (previewed {self.previewed.get(name, 0)})"
+            for name in names
+            if self.filed.get(name, 0) != self.previewed.get(name, 0)
+        ]
+        if self.records_changed and not parts:
+            parts.append("the same number of records, but not the same ones")
+        return "; ".join(parts)
+
+    def as_payload(self, preview_id: str) -> dict[str, Any]:
+        return {"preview_id": preview_id, "changed": self.changed, "records_changed": self.records_changed,
+                "previewed": self.previewed, "filed": self.filed}  # fmt: skip
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:32]
+
+
+def _scope_digest(kind: str, value: Any) -> str:
+    # Order and repeats of memory ids do not change what a request deletes.
+    return _digest([kind, sorted(set(value)) if kind == ScopeKind.MEMORY_IDS else value])
+
+
+def _records_digest(scope: Scope) -> str:
+    return _digest(sorted(scope.record_ids))
+
+
+def _sign_preview(principal: Principal, project: Project, kind: str, value: Any, scope: Scope,
+                  counts: dict[str, int]) -> str:  # fmt: skip
+    """Content-free claims: ids of the principal and project, digests of the scope and of the records it
+    resolved to, and each store's count."""
+    claims = {"v": 1, "t": principal.tenant_id, "u": principal.pk, "p": project.key, "s": _scope_digest(kind, value),
+              "r": _records_digest(scope), "c": counts}  # fmt: skip
+    return signing.dumps(claims, salt=PREVIEW_SALT, compress=True)
+
+
+def _read_preview(principal: Principal, preview_id: str) -> dict[str, Any]:
+    try:
+        claims = signing.loads(preview_id, salt=PREVIEW_SALT, max_age=PREVIEW_MAX_AGE)
+    except signing.SignatureExpired:
+        raise PreviewInvalid(
+            "This preview has expired; preview the request again.", code_override="preview_expired"
+        ) from None
+    except signing.BadSignature:
+        raise PreviewInvalid("This preview id is not one this server issued.") from None
+    if not isinstance(claims, dict) or claims.get("v") != 1:
+        raise PreviewInvalid("This preview id is not one this server issued.")
+    if claims.get("t") != principal.tenant_id or claims.get("u") != principal.pk:
+        raise PreviewInvalid("This preview was made by someone else; preview the request yourself.")
+    return claims
 
 
 def _parse_scope(scope: Any) -> tuple[str, Any]:
@@ -77,29 +172,86 @@ def _project(principal: Principal, project_id: str) -> Project:
     return project
 
 
+def _checked(principal: Principal, project_id: str, scope: Any, reason: str) -> tuple[str, Any, Project, Scope]:
+    kind, value = _parse_scope(scope)
+    if not (reason or "").strip():
+        raise InvalidInput({"reason": ["Say why; a regulator may ask."]})
+    # Ids follow the shared character set (memory.validation); one outside it is still accepted when it
+    # names stored data, so memory written before the rule existed can always be deleted.
+    if not Project.objects.filter(tenant_id=principal.tenant_id, key=project_id).exists():
+        validation.check_identifiers(project_id=project_id)
+    project = _project(principal, project_id)
+    resolved = resolve_scope(principal.tenant_id, project, kind, value)  # type: ignore[arg-type]
+    if kind != ScopeKind.MEMORY_IDS and not resolved.records:
+        validation.check_identifiers(**{kind: value})
+    if kind == ScopeKind.MEMORY_IDS and len(resolved.records) != len(set(value)):
+        missing = sorted(set(value) - set(resolved.memory_ids))
+        raise InvalidInput({"scope": [f"Unknown memory ids in {project_id}: {', '.join(missing)}."]})
+    return kind, value, project, resolved
+
+
+def _counts(scope: Scope) -> dict[str, dict[str, Any]]:
+    stores = {}
+    for name, store in STORES.items():
+        found = store.find(scope)
+        stores[name] = {"found": found.count, "samples": found.samples}
+    return stores
+
+
 def request_deletion(
     principal: Principal, *, project_id: str, scope: Any, reason: str, due_by: date | None = None,
     dry_run: bool = False,
 ) -> DeletionRequest | Preview:  # fmt: skip
     """File a deletion request, or with `dry_run` say what each store would touch and change nothing.
 
+    The dry run answers a `preview_id` that `file_previewed` takes, to file exactly the previewed scope.
     A scope covering a whole predicate waits for a second compliance person to approve it.
     """
     _require_compliance(principal)
-    kind, value = _parse_scope(scope)
-    if not (reason or "").strip():
-        raise InvalidInput({"reason": ["Say why; a regulator may ask."]})
-    project = _project(principal, project_id)
-    resolved = resolve_scope(principal.tenant_id, project, kind, value)  # type: ignore[arg-type]
-    if kind == ScopeKind.MEMORY_IDS and len(resolved.records) != len(set(value)):
-        missing = sorted(set(value) - set(resolved.memory_ids))
-        raise InvalidInput({"scope": [f"Unknown memory ids in {project_id}: {', '.join(missing)}."]})
+    kind, value, project, resolved = _checked(principal, project_id, scope, reason)
     if dry_run:
-        stores = {}
-        for name, store in STORES.items():
-            found = store.find(resolved)
-            stores[name] = {"found": found.count, "samples": found.samples}
-        return Preview(stores=stores)
+        stores = _counts(resolved)
+        counts = {name: store["found"] for name, store in stores.items()}
+        return Preview(
+            stores=stores,
+            preview_id=_sign_preview(principal, project, kind, value, resolved, counts),
+            expires_at=timezone.now() + PREVIEW_MAX_AGE,
+        )
+    return _file(principal, project, kind, value, reason, due_by, resolved)
+
+
+def file_previewed(
+    principal: Principal, *, preview_id: str, project_id: str, scope: Any, reason: str, due_by: date | None = None
+) -> tuple[DeletionRequest, Drift]:
+    """File a request bound to the dry run that answered `preview_id`.
+
+    1. The preview id must be this server's, unexpired, and this principal's (400 otherwise);
+    2. the project and scope must be the previewed ones (409 `preview_mismatch` otherwise; nothing filed);
+    3. the request is filed for the scope as it is now; the drift says how the stores' counts (and the
+       records) differ from the preview, since records may have arrived in between.
+    """
+    _require_compliance(principal)
+    claims = _read_preview(principal, preview_id)
+    kind, value = _parse_scope(scope)
+    if claims.get("p") != project_id or claims.get("s") != _scope_digest(kind, value):
+        raise PreviewMismatch(
+            "This request's project or scope differs from the preview it cites; preview what you mean to file."
+        )
+    kind, value, project, resolved = _checked(principal, project_id, scope, reason)
+    request = _file(principal, project, kind, value, reason, due_by, resolved)
+    if request.state == State.ACCEPTED:
+        filed = dict(request.stores.values_list("store", "found"))
+    else:  # awaiting approval: the stores are found again when it is approved
+        filed = {name: store["found"] for name, store in _counts(resolved).items()}
+    previewed = {str(k): int(v) for k, v in dict(claims.get("c") or {}).items()}
+    drift = Drift(previewed=previewed, filed=filed, records_changed=claims.get("r") != _records_digest(resolved),
+                  stores=list(STORES))  # fmt: skip
+    return request, drift
+
+
+def _file(principal: Principal, project: Project, kind: str, value: Any, reason: str, due_by: date | None,
+          resolved: Scope) -> DeletionRequest:  # fmt: skip
+    validation.check_datetimes(due_by=due_by)
     with transaction.atomic():
         request = DeletionRequest.objects.create(
             tenant_id=principal.tenant_id, project=project, scope_kind=kind, scope_value=value, reason=reason.strip(),

@@ -16,14 +16,25 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from django.core.cache import cache
-from django.db.models import Q
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from deletion.models import Backup, DeletionRequest, StoreProgress
-from memory_admin.derived.models import CacheEntry, ContextItem, Event, ExportFile, Invalidation, Summary
-from memory_admin.memory.models import AuditEvent, MemoryRecord
+from memory_admin.derived.models import (
+    CacheEntry,
+    ContextItem,
+    Event,
+    EventSubject,
+    ExportFile,
+    Invalidation,
+    ScheduledAction,
+    Summary,
+)
+from memory_admin.memory.models import AuditEvent, Dispute, MemoryRecord
 
 REDACTION = "[redacted by deletion {request}]"
+NOTICE_REASON = "Deleted by request {request}."
 
 
 @dataclass
@@ -111,6 +122,56 @@ class RecordsStore(Store):
         )  # fmt: skip
 
 
+# A log line that names no subject but quotes a deleted value (PRODUCT.md rule 12: raw logs are a copy).
+# Tombstones keep only keyed hashes, which cannot be matched against free text, so the lines are found
+# while the records still exist, at acceptance: untagged lines of the project whose text contains one of
+# the records' string values. Bounded, so a big subject stays a few statements and short values ("yes",
+# "Room 3") do not take unrelated lines with them; lines tagged with another subject are that subject's.
+QUOTE_MIN_CHARS, QUOTE_MAX_CHARS = 8, 1000
+QUOTE_MAX_VALUES = 200  # current values first, then the longest
+QUOTE_CHUNK = 50  # LIKE conditions per statement
+
+
+def _strings(value: Any) -> list[str]:
+    """The strings in a JSON value (itself, or the leaves of its lists and objects)."""
+    if isinstance(value, str):
+        return [value.strip()]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        return [s for item in value for s in _strings(item)]
+    return []
+
+
+def quoted_values(records: list[MemoryRecord]) -> tuple[list[str], int]:
+    """The records' string values to look for in untagged log lines, and how many the bound left out."""
+    heads: set[str] = set()
+    found: set[str] = set()
+    for record in records:
+        strings = {s for s in _strings(record.value) if QUOTE_MIN_CHARS <= len(s) <= QUOTE_MAX_CHARS}
+        found |= strings
+        if record.is_head:
+            heads |= strings
+    ranked = sorted(found, key=lambda s: (s not in heads, -len(s), s))
+    return ranked[:QUOTE_MAX_VALUES], max(0, len(ranked) - QUOTE_MAX_VALUES)
+
+
+def lines_quoting_values(scope: Scope) -> tuple[list[int], dict[str, int]]:
+    """Ids of the project's lines that name no subject and quote one of the scope's values; with counts
+    (never the values: targets and evidence stay content-free)."""
+    values, left_out = quoted_values(scope.records)
+    untagged = Event.objects.filter(tenant_id=scope.tenant_id, project_id=scope.project_id).filter(
+        ~Exists(EventSubject.objects.filter(event_id=OuterRef("pk")))
+    )
+    ids: set[int] = set()
+    for start in range(0, len(values), QUOTE_CHUNK):
+        q = Q()
+        for value in values[start : start + QUOTE_CHUNK]:
+            q |= Q(text__contains=value)
+        ids |= set(untagged.filter(q).values_list("id", flat=True))
+    return sorted(ids), {"values_searched": len(values), "values_left_out": left_out, "lines": len(ids)}
+
+
 class LogsStore(Store):
     """Raw conversation events: the matching lines are redacted, a marker stays."""
 
@@ -120,10 +181,16 @@ class LogsStore(Store):
         """Lines the records were extracted from, and lines naming the subject (tagged or in the text).
 
         One condition per subject, never one per record: a subject with 10,000 records is one pattern.
+        Tagged lines come from the EventSubject index (tenant, subject, project), on every backend.
         """
         q = Q(public_id__in=event_ids)
+        if subjects:
+            tagged = EventSubject.objects.filter(tenant_id=tenant_id, subject_id__in=subjects, project_id=project_id)
+            q |= Q(pk__in=tagged.values("event_id"))
         for subject in subjects:
-            q |= Q(subject_ids__contains=[subject]) | Q(text__contains=subject)
+            # LIKE '%…%': case-sensitive on PostgreSQL; SQLite's LIKE ignores ASCII case, so there it may
+            # redact a few more lines, never fewer.
+            q |= Q(text__contains=subject)
         return Event.objects.filter(tenant_id=tenant_id, project_id=project_id).filter(q)
 
     def find(self, scope: Scope) -> Found:
@@ -131,25 +198,33 @@ class LogsStore(Store):
         events = self._matching(scope.tenant_id, scope.project_id, scope.subjects, event_ids)
         ids = list(events.values_list("id", flat=True))
         samples = list(events.values_list("public_id", flat=True)[:5])
-        return Found(len(ids), {"ids": ids, "subjects": scope.subjects, "event_ids": event_ids}, samples)
+        quoting, counts = lines_quoting_values(scope)
+        ids += sorted(set(quoting) - set(ids))
+        return Found(len(ids), {"ids": ids, "subjects": scope.subjects, "event_ids": event_ids,
+                                "untagged_lines_quoting_values": counts}, samples)  # fmt: skip
 
     def hide(self, request: DeletionRequest, progress: StoreProgress, now: datetime) -> int:
         return Event.objects.filter(pk__in=progress.targets["ids"], hidden_at__isnull=True).update(hidden_at=now)
 
     def purge(self, request: DeletionRequest, progress: StoreProgress) -> int:
-        return Event.objects.filter(pk__in=progress.targets["ids"], redacted_at__isnull=True).update(
-            text=REDACTION.format(request=request.public_id), subject_ids=[], redacted_at=timezone.now()
-        )
+        ids = progress.targets["ids"]
+        with transaction.atomic():
+            # The tags go with the text: a redacted line names no subject, in its row or in the index.
+            EventSubject.objects.filter(event_id__in=ids).delete()
+            return Event.objects.filter(pk__in=ids, redacted_at__isnull=True).update(
+                text=REDACTION.format(request=request.public_id), subject_ids=[], redacted_at=timezone.now()
+            )
 
     def verify(self, request: DeletionRequest, progress: StoreProgress) -> Verification:
         t = progress.targets
         remaining = self._matching(request.tenant_id, request.project_id, t["subjects"], [])
         remaining = remaining.filter(redacted_at__isnull=True).count()
         unredacted = Event.objects.filter(pk__in=t["ids"], redacted_at__isnull=True).count()
+        tags = EventSubject.objects.filter(event_id__in=t["ids"]).count()
         return Verification(
-            remaining + unredacted,
-            {"query": "events of the project whose text or subject_ids name the scope's subject",
-             "lines_mentioning_scope": remaining, "target_lines_unredacted": unredacted,
+            remaining + unredacted + tags,
+            {"query": "events of the project whose text or subject tags name the scope's subject",
+             "lines_mentioning_scope": remaining, "target_lines_unredacted": unredacted, "target_subject_tags": tags,
              "redacted_with_marker": Event.objects.filter(pk__in=t["ids"], redacted_at__isnull=False).count()},
         )  # fmt: skip
 
@@ -320,15 +395,127 @@ class ContextsStore(Store):
         return Found(len(loads), {"loads": loads, "memory_ids": scope.memory_ids},
                      sorted({i.load.public_id for i in items})[:5])  # fmt: skip
 
+    @staticmethod
+    def _notices(progress: StoreProgress) -> Any:
+        return Invalidation.objects.filter(
+            load_id__in=progress.targets["loads"], memory_id__in=progress.targets["memory_ids"]
+        )
+
+    def purge(self, request: DeletionRequest, progress: StoreProgress) -> int:
+        # A notice repeats the reason of the change that sent it ("Excluded: <a person's words>"), which
+        # may quote the deleted value. The notice stays (its holder must still acknowledge it); its reason
+        # becomes the deletion's.
+        reason = NOTICE_REASON.format(request=request.public_id)
+        return self._notices(progress).exclude(reason=reason).update(reason=reason)
+
     def verify(self, request: DeletionRequest, progress: StoreProgress) -> Verification:
         now = timezone.now()
-        waiting = Invalidation.objects.filter(
-            load_id__in=progress.targets["loads"], memory_id__in=progress.targets["memory_ids"],
-            acknowledged_at__isnull=True, load__expires_at__gt=now,
-        ).select_related("agent", "load")  # fmt: skip
+        waiting = (
+            self._notices(progress)
+            .filter(acknowledged_at__isnull=True, load__expires_at__gt=now)
+            .select_related("agent", "load")
+        )
         holders = sorted({f"{n.agent.name}/{n.load.session_id}" for n in waiting})
-        return Verification(len(holders), {"holders_not_acknowledged": holders,
-                                           "loads": len(progress.targets["loads"])}, waiting=bool(holders))  # fmt: skip
+        reasons = self._notices(progress).exclude(reason=NOTICE_REASON.format(request=request.public_id)).count()
+        return Verification(len(holders) + reasons, {"holders_not_acknowledged": holders,
+                                                     "loads": len(progress.targets["loads"]),
+                                                     "notice_reasons_not_replaced": reasons},
+                            waiting=bool(holders) and not reasons)  # fmt: skip
+
+
+class ScheduledActionsStore(Store):
+    """Actions agents planned from deleted records: their payloads carry the values (a reminder's
+    recipient, a message's text). At acceptance every read of them answers 410 (the API checks the
+    tombstones of `derived_from`) and the live ones are cancelled; the purge blanks the payload and the
+    status reason. The row stays, content-free, so the agent that planned it learns why it will not run."""
+
+    name = "scheduled_actions"
+    ACTIVE = (ScheduledAction.Status.SCHEDULED, ScheduledAction.Status.SUSPENDED)
+
+    @staticmethod
+    def _redacted(request: DeletionRequest) -> dict[str, str]:
+        return {"redacted": REDACTION.format(request=request.public_id)}
+
+    def find(self, scope: Scope) -> Found:
+        actions = ScheduledAction.objects.filter(
+            tenant_id=scope.tenant_id, bases__record_id__in=scope.record_ids
+        ).distinct()
+        ids = sorted(actions.values_list("id", flat=True))
+        return Found(len(ids), {"ids": ids}, list(actions.values_list("public_id", flat=True)[:5]))
+
+    def hide(self, request: DeletionRequest, progress: StoreProgress, now: datetime) -> int:
+        ids = progress.targets["ids"]
+        ScheduledAction.objects.filter(pk__in=ids, status__in=self.ACTIVE).update(
+            status=ScheduledAction.Status.CANCELLED, status_changed_at=now
+        )
+        return ScheduledAction.objects.filter(pk__in=ids).update(
+            status_reason=f"Withdrawn: planned from memory deleted by request {request.public_id}."
+        )
+
+    def purge(self, request: DeletionRequest, progress: StoreProgress) -> int:
+        return (
+            ScheduledAction.objects.filter(pk__in=progress.targets["ids"])
+            .exclude(payload=self._redacted(request))
+            .update(payload=self._redacted(request), status_reason=REDACTION.format(request=request.public_id))
+        )
+
+    def verify(self, request: DeletionRequest, progress: StoreProgress) -> Verification:
+        targets = ScheduledAction.objects.filter(pk__in=progress.targets["ids"])
+        payloads = targets.exclude(payload=self._redacted(request)).count()
+        active = targets.filter(status__in=self.ACTIVE).count()
+        return Verification(payloads + active, {"check": "target actions cancelled, payload and reason blanked",
+                                                "payloads_not_blanked": payloads, "still_active": active,
+                                                "rows_kept_content_free": targets.count()})  # fmt: skip
+
+
+class DisputesStore(Store):
+    """Disputes between the scope's records. A person's resolution reason is written about the values
+    ("kept 1350, the partner's price"), so it is redacted at acceptance, with the disputes' audit events
+    at the purge; a dispute whose every candidate is deleted has nothing left to dispute and is deleted."""
+
+    name = "disputes"
+
+    def find(self, scope: Scope) -> Found:
+        disputes = Dispute.objects.filter(tenant_id=scope.tenant_id, candidates__in=scope.record_ids).distinct()
+        found = list(disputes.values_list("id", "public_id"))
+        covered = set(scope.record_ids)
+        links = Dispute.candidates.through.objects.filter(dispute_id__in=[pk for pk, _ in found])
+        outside = set(links.exclude(memoryrecord_id__in=covered).values_list("dispute_id", flat=True))
+        return Found(len(found), {"ids": [pk for pk, _ in found], "public_ids": [p for _, p in found],
+                                  "wholly_deleted": [pk for pk, _ in found if pk not in outside]},
+                     [p for _, p in found[:5]])  # fmt: skip
+
+    def hide(self, request: DeletionRequest, progress: StoreProgress, now: datetime) -> int:
+        marker = REDACTION.format(request=request.public_id)
+        return (
+            Dispute.objects.filter(pk__in=progress.targets["ids"])
+            .exclude(resolution_reason="")
+            .exclude(resolution_reason=marker)
+            .update(resolution_reason=marker)
+        )
+
+    def purge(self, request: DeletionRequest, progress: StoreProgress) -> int:
+        t = progress.targets
+        marker = REDACTION.format(request=request.public_id)
+        redacted = AuditEvent.objects.redact(request.tenant_id, t["public_ids"], marker)
+        Dispute.objects.filter(pk__in=t["ids"]).exclude(resolution_reason="").update(resolution_reason=marker)
+        deleted, _ = Dispute.objects.filter(pk__in=t["wholly_deleted"]).delete()
+        return redacted + deleted
+
+    def verify(self, request: DeletionRequest, progress: StoreProgress) -> Verification:
+        t = progress.targets
+        marker = REDACTION.format(request=request.public_id)
+        reasons = (
+            Dispute.objects.filter(pk__in=t["ids"]).exclude(resolution_reason="").exclude(resolution_reason=marker)
+        ).count()
+        kept = Dispute.objects.filter(pk__in=t["wholly_deleted"]).count()
+        audit = AuditEvent.objects.filter(
+            tenant_id=request.tenant_id, object_type="dispute", object_id__in=t["public_ids"], redacted_at__isnull=True
+        ).count()
+        return Verification(reasons + kept + audit, {"check": "resolution reasons and audit events of the disputes "
+                                                     "redacted; disputes with no candidate left deleted",
+                                                     "reasons_unredacted": reasons, "audit_unredacted": audit,
+                                                     "wholly_deleted_remaining": kept})  # fmt: skip
 
 
 class BackupsStore(Store):
@@ -357,9 +544,11 @@ STORES: dict[str, Store] = {
         LogsStore(),
         EmbeddingsStore(),
         SummariesStore(),
+        ScheduledActionsStore(),
         CachesStore(),
         ExportsStore(),
         ContextsStore(),
+        DisputesStore(),
         BackupsStore(),
     )
 }

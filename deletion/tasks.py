@@ -20,7 +20,7 @@ from django.utils import timezone
 from deletion.models import DeletionRequest, StoreProgress
 from deletion.service import finish_if_verified
 from deletion.stores import STORES
-from memory_admin.memory import audit
+from memory_admin.memory import audit, task_failures
 
 MAX_ATTEMPTS = 8
 OPEN = (StoreProgress.State.PENDING, StoreProgress.State.FAILED, StoreProgress.State.WAITING)
@@ -119,7 +119,15 @@ def recheck_confirmed(now: Any) -> int:
     ):
         if progress.verified_at and progress.verified_at > now - timedelta(minutes=30):
             continue
-        verification = STORES[progress.store].verify(progress.request, progress)
+        try:
+            verification = STORES[progress.store].verify(progress.request, progress)
+        except Exception as exc:
+            # One store that cannot be read now must not stop the re-check of every other request.
+            task_failures.record_failure(
+                tenant_id=progress.request.tenant_id, task="reconcile_deletions", object_type="deletion",
+                object_id=progress.request.public_id, error=exc,
+            )  # fmt: skip
+            continue
         if verification.remaining == 0:
             StoreProgress.objects.filter(pk=progress.pk).update(verified_at=now)
             continue

@@ -8,6 +8,8 @@ worker, and a file-based cache shared by the web and worker processes.
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -49,6 +51,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # NUL and control characters in a URL are refused before a session, a view or a query sees them.
+    "memory_admin.http_errors.RejectControlCharactersMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -64,6 +68,14 @@ AUTH_USER_MODEL = "accounts.Principal"
 LOGIN_URL = "dashboard:login"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "dashboard:login"
+# Every password a person sets goes through these (accounts.services.ensure_principal); only the demo
+# seeding bypasses them, explicitly, for its documented password.
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 10}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
 
 TEMPLATES = [
     {
@@ -160,6 +172,30 @@ CELERY_BEAT_SCHEDULE = {
 CELERY_TIMEZONE = "UTC"
 # First pause (seconds) before retrying an unreachable canonical source; it doubles each retry.
 RECHECK_RETRY_DELAY = float(envint("RECHECK_RETRY_DELAY_MS", 2000)) / 1000
+
+# --- Canonical sources (http_json) -------------------------------------------------------------
+# Policies are written by tenant admins, and an admin is not the operator: a policy may name only the
+# secret variables the operator listed (exact names, or a prefix ending in `*`), and in production
+# the server refuses to fetch loopback, private, link-local and metadata addresses.
+SOURCE_SECRET_ENV_ALLOWLIST = envlist("SOURCE_SECRET_ENV_ALLOWLIST", ["SOURCE_SECRET_*"])
+# Decided here from the DEBUG variable, not from settings.DEBUG at request time (the test runner
+# turns that off): `make run` keeps a newcomer's canonical source on 127.0.0.1 working.
+SOURCE_ALLOW_PRIVATE_NETWORKS = envbool("SOURCE_ALLOW_PRIVATE_NETWORKS", DEBUG)
+# Host names (exact) and networks (CIDR) the operator trusts even when they are internal.
+SOURCE_ALLOWED_HOSTS = [h.lower() for h in envlist("SOURCE_ALLOWED_HOSTS", [])]
+SOURCE_ALLOWED_NETWORKS = envlist("SOURCE_ALLOWED_NETWORKS", [])
+SOURCE_MAX_RESPONSE_BYTES = envint("SOURCE_MAX_RESPONSE_BYTES", 1024 * 1024)
+for _network in SOURCE_ALLOWED_NETWORKS:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(f"SOURCE_ALLOWED_NETWORKS: {_network!r} is not a network like 10.2.0.0/16") from None
+for _name in SOURCE_SECRET_ENV_ALLOWLIST:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\*?", _name):
+        # A bare `*` would hand every server secret to every admin: refuse it with the malformed names.
+        raise ImproperlyConfigured(f"SOURCE_SECRET_ENV_ALLOWLIST: {_name!r} is not a variable name or NAME_PREFIX_*")
+if SOURCE_MAX_RESPONSE_BYTES < 1:
+    raise ImproperlyConfigured("SOURCE_MAX_RESPONSE_BYTES must be positive")
 
 # --- Internationalisation ---------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"

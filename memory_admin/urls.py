@@ -11,3 +11,9 @@ urlpatterns = [
     path("api/v1/", include("memory_admin.memory.api.urls")),
     path("", include("memory_admin.dashboard.urls")),
 ]
+
+# Django's own error answers: JSON in the error shape under /api/, plain pages for the dashboard.
+handler400 = "memory_admin.http_errors.bad_request"
+handler403 = "memory_admin.http_errors.permission_denied"
+handler404 = "memory_admin.http_errors.page_not_found"
+handler500 = "memory_admin.http_errors.server_error"

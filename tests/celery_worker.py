@@ -1,4 +1,5 @@
-"""A real Celery worker process, on the broker the suite runs with, reading the test database."""
+"""A real Celery worker process, on the broker the suite runs with, reading the test database
+(PostgreSQL under `make test`; under `make test-sqlite`, the SQLite test file and the filesystem broker)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
+import pytest
 from django.conf import settings
 from django.db import connection
 
@@ -17,9 +20,24 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _test_database_url() -> str:
+    """The test database (not the one DATABASE_URL names), as a URL settings.py parses for the worker."""
     db = connection.settings_dict
-    auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
-    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    if connection.vendor == "sqlite":
+        name = str(db["NAME"])
+        if connection.is_in_memory_db():
+            raise RuntimeError(f"The SQLite test database {name!r} is in memory; a worker process cannot open it.")
+        return f"sqlite:///{Path(name).resolve()}"
+    if connection.vendor != "postgresql":
+        raise RuntimeError(f"No worker database URL for the {connection.vendor!r} backend.")
+    auth = quote(db["USER"], safe="") + (f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{quote(db['NAME'], safe='')}"
+
+
+def require_real_broker() -> None:
+    """`make test` runs the celery tests on Redis: a filesystem broker there means Redis was not found.
+    `make test-sqlite` runs them on the filesystem broker on purpose (the embedded default)."""
+    if settings.CELERY_BROKER_URL.startswith("filesystem://") and connection.vendor == "postgresql":
+        pytest.fail("No Redis broker: `make test` starts Redis on 127.0.0.1:6379 when redis-server is installed.")
 
 
 @contextmanager

@@ -1,13 +1,17 @@
 """Personas and helpers shared by the suite.
 
-The suite runs against PostgreSQL (`make test` finds or starts one): the constraints it checks, the
-advisory locks and the audit trigger exist only there.
+The suite runs on PostgreSQL (`make test` finds or starts one) and on SQLite, the embedded default
+(`make test-sqlite`, a file database so a real worker process can share it). A test that needs what only
+PostgreSQL has (the audit trigger, the exclusion constraint, advisory locks, row locks between sessions)
+is marked `@pytest.mark.postgres_only(reason=...)` and skipped, with its reason, on SQLite.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,9 +25,66 @@ from memory_admin.memory.actions import Assertion, AssertResult, assert_fact
 JST = datetime.fromisoformat("2026-10-20T00:00:00+09:00").tzinfo
 
 
+POSTGRES = "django.db.backends.postgresql"
+SQLITE = "django.db.backends.sqlite3"
+
+
+def on_postgres() -> bool:
+    return bool(settings.DATABASES["default"]["ENGINE"] == POSTGRES)
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
-    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
-        pytest.exit("The suite needs PostgreSQL: run it with `make test` (or set DATABASE_URL).", returncode=2)
+    if settings.DATABASES["default"]["ENGINE"] not in (POSTGRES, SQLITE):
+        pytest.exit(
+            "The suite runs on PostgreSQL (`make test`) or SQLite (`make test-sqlite`); "
+            f"DATABASE_URL names {settings.DATABASES['default']['ENGINE']}.",
+            returncode=2,
+        )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        marker = item.get_closest_marker("postgres_only")
+        if marker is None:
+            continue
+        reason = marker.kwargs.get("reason") or (marker.args[0] if marker.args else "")
+        if not reason:
+            raise pytest.UsageError(f"{item.nodeid}: postgres_only needs reason=... (what only PostgreSQL has)")
+        if not on_postgres():
+            item.add_marker(pytest.mark.skip(reason=f"PostgreSQL only: {reason}"))
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
+    """On SQLite the test database is a file under VAR_DIR (not Django's default in-memory database),
+    so the Celery worker the celery tests start, another process, opens the same database."""
+    db = settings.DATABASES["default"]
+    if db["ENGINE"] == SQLITE and not db.get("TEST", {}).get("NAME"):
+        db.setdefault("TEST", {})["NAME"] = str(Path(settings.VAR_DIR) / "test-db.sqlite3")
+
+
+_ID_BLOCKS = itertools.count(1)
+
+
+@pytest.fixture(autouse=True)
+def _ids_never_come_back(django_db_blocker: Any) -> None:
+    """On SQLite a rolled-back test gives its ids back (AUTOINCREMENT's counter rolls back with the rows), so
+    the next test's tenant is id 1 again; PostgreSQL's sequences never go back. State that outlives a test
+    and is keyed by id (the vector index, the cache, project ids remembered per process) relies on that:
+    here each test's ids start at a fresh block, committed before the test's transaction begins."""
+    if not settings.DATABASES["default"]["ENGINE"] == SQLITE:
+        return
+    from django.db import connection
+
+    with django_db_blocker.unblock():
+        if connection.in_atomic_block:
+            return  # already inside a test transaction: a bump here would roll back with it
+        base = next(_ID_BLOCKS) * 10_000_000
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%AUTOINCREMENT%'")
+            tables = [row[0] for row in cursor.fetchall()]
+            cursor.execute("DELETE FROM sqlite_sequence")
+            cursor.executemany("INSERT INTO sqlite_sequence (name, seq) VALUES (%s, %s)", [(t, base) for t in tables])
 
 
 def at(month: int, day: int, hour: int = 9, minute: int = 0) -> datetime:
@@ -32,17 +93,17 @@ def at(month: int, day: int, hour: int = 9, minute: int = 0) -> datetime:
 
 @pytest.fixture
 def owner(db: None) -> Principal:
-    return ensure_principal("acme", "olivia", ["owner"], password="pw-olivia")
+    return ensure_principal("acme", "olivia", ["owner"], password="pw-olivia", validate=False)
 
 
 @pytest.fixture
 def compliance(db: None) -> Principal:
-    return ensure_principal("acme", "carl", ["compliance"], password="pw-carl")
+    return ensure_principal("acme", "carl", ["compliance"], password="pw-carl", validate=False)
 
 
 @pytest.fixture
 def admin(db: None) -> Principal:
-    return ensure_principal("acme", "ada", ["admin"], password="pw-ada")
+    return ensure_principal("acme", "ada", ["admin"], password="pw-ada", validate=False)
 
 
 @pytest.fixture
@@ -58,7 +119,9 @@ def other_agent(db: None) -> Principal:
 @pytest.fixture
 def outsider(db: None) -> Principal:
     """Another tenant's principal holding every role: it must still see nothing of acme."""
-    return ensure_principal("globex", "oscar", ["owner", "admin", "agent", "compliance"], password="pw-oscar")
+    return ensure_principal(
+        "globex", "oscar", ["owner", "admin", "agent", "compliance"], password="pw-oscar", validate=False
+    )
 
 
 @pytest.fixture

@@ -18,7 +18,8 @@ from django.conf import settings
 from django.core.management import call_command
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from memory_admin.memory.models import Dispute, MemoryRecord
+from deletion.models import DeletionRequest
+from memory_admin.memory.models import AuditEvent, Dispute, MemoryRecord
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -228,6 +229,10 @@ def test_owner_excludes_a_record(page: Page) -> None:
 
     page.get_by_test_id("exclude-reason").fill("Room 4B was a typo in the chat.")
     page.get_by_test_id("exclude-submit").click()
+    # A confirmation page, as for bulk operations: nothing changes until it is confirmed.
+    expect(page.get_by_test_id("confirm-reason")).to_have_value("Room 4B was a typo in the chat.")
+    assert record("mem-sato-room").status == MemoryRecord.Status.ACCEPTED
+    page.get_by_test_id("confirm-submit").click()
 
     expect(page.locator(".messages .msg-success")).to_contain_text("mem-sato-room is excluded from agents' context")
     expect(page).to_have_url(re.compile(r"/facts/\?project=project-a&subject=person-sato&predicate=meeting_room"))
@@ -251,3 +256,80 @@ def test_compliance_sees_the_fact_read_only(page: Page) -> None:
     for button in page.locator("#operations button").all():
         expect(button).to_be_disabled()
     assert record("mem-sato-room").status == MemoryRecord.Status.ACCEPTED
+
+
+def test_owner_expires_two_records_in_bulk_with_javascript_on(page: Page) -> None:
+    """The bulk menu and its reason sit inside the htmx-refreshed table: choosing "Expire" or typing the
+    reason must not reload the table (which cleared the ticks and put the menu back on "Exclude")."""
+    sign_in(page, "owner@demo")
+    page.goto("/records/?project=project-c")
+    rows = page.locator("#table table.records tbody tr")
+    expect(rows.nth(1)).to_be_visible()
+    first, second = rows.nth(0).get_attribute("id"), rows.nth(1).get_attribute("id")
+    assert first and second
+    for memory_id in (first, second):
+        assert record(memory_id).status == MemoryRecord.Status.ACCEPTED
+        page.get_by_label(f"Select {memory_id}", exact=True).check()
+    table_requests: list[str] = []
+    page.on("request", lambda r: table_requests.append(r.url) if r.headers.get("hx-request") == "true" else None)
+
+    page.get_by_label("Operation").select_option("expire")
+    page.get_by_label("Reason", exact=True).press_sequentially("Project C closed.")
+
+    expect(page.get_by_label("Operation")).to_have_value("expire")
+    expect(page.get_by_label(f"Select {first}", exact=True)).to_be_checked()
+    expect(page.get_by_label(f"Select {second}", exact=True)).to_be_checked()
+    page.get_by_role("button", name="Review…").click()
+
+    expect(page.get_by_role("heading", name=re.compile(r"^Expire, keep as history: 2 records"))).to_be_visible()
+    page.get_by_role("button", name="Confirm: expire, keep as history").click()
+    expect(page.locator(".messages .msg-success")).to_contain_text("2 record(s): expire applied.")
+    assert table_requests == [], f"the bulk controls reloaded the table: {table_requests}"
+
+    for memory_id in (first, second):
+        assert record(memory_id).status == MemoryRecord.Status.EXPIRED
+        assert record(memory_id).status_reason == "Project C closed."
+    page.goto("/audit/?action=record.expired")
+    audit_rows = page.locator("#table table tbody tr")
+    expect(audit_rows).to_have_count(2)
+    for memory_id in (first, second):
+        row = audit_rows.filter(has=page.get_by_role("link", name=memory_id, exact=True))
+        expect(row).to_contain_text("record.expired")
+        expect(row).to_contain_text("Project C closed.")
+    assert not AuditEvent.objects.filter(action="record.excluded", object_id__in=[first, second]).exists()
+
+
+def test_a_deletion_is_filed_only_for_the_previewed_scope(page: Page) -> None:
+    """Preview one memory id, then widen the scope in the page (as devtools would) to two: refused, nothing
+    filed; the untouched preview then files exactly the one id."""
+    sign_in(page, "compliance@demo")
+    page.goto("/deletions/new/")
+    page.get_by_label("Project id").fill("project-a")
+    page.get_by_label("Scope kind").select_option("memory_ids")
+    page.get_by_label("Scope value").fill("mem-sato-room")
+    page.get_by_label("Reason").fill("The person asked to be forgotten.")
+    page.get_by_test_id("preview-deletion").click()
+
+    scope = page.get_by_test_id("previewed-scope")
+    expect(scope).to_contain_text("mem-sato-room")
+    expect(page.get_by_label("Scope value")).to_have_count(0)  # read-only now: no field to edit
+    hidden = page.locator("input[type=hidden][name=scope_value]")
+    expect(hidden).to_have_value("mem-sato-room")
+    hidden.evaluate("input => { input.value = 'mem-sato-room,mem-sato-time'; }")
+    page.get_by_test_id("confirm-deletion").click()
+
+    expect(page.locator("p.error")).to_contain_text("differs from the preview")
+    expect(page.get_by_test_id("confirm-deletion")).to_have_count(0)
+    assert not DeletionRequest.objects.exists()
+    assert record("mem-sato-room").tombstoned_at is None and record("mem-sato-time").tombstoned_at is None
+
+    # Back on the form (with the widened value as posted): preview one id again, then file it.
+    page.get_by_label("Scope value").fill("mem-sato-room")
+    page.get_by_test_id("preview-deletion").click()
+    expect(page.get_by_test_id("previewed-scope")).to_contain_text("mem-sato-room")
+    page.get_by_test_id("confirm-deletion").click()
+
+    filed = DeletionRequest.objects.get()
+    expect(page.locator(".messages .msg-success")).to_contain_text(f"Deletion request {filed.public_id} filed.")
+    assert filed.scope_value == ["mem-sato-room"]
+    assert record("mem-sato-time").tombstoned_at is None

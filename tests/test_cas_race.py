@@ -100,6 +100,7 @@ def test_concurrent_first_assertions_of_one_fact_store_one_current_record(agent)
     assert facts.filter(status="disputed").count() == 2
 
 
+@pytest.mark.postgres_only(reason="the exclusion constraint on one current belief per fact key and valid instant")
 def test_the_database_refuses_two_accepted_records_for_one_valid_instant(agent):
     from django.db import IntegrityError, transaction
 

@@ -6,13 +6,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.utils import timezone
 
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.models import MemoryRecord
 from memory_admin.memory.tasks import settle_valid_time_transitions
-from tests.celery_worker import running_worker, wait_until
+from tests.celery_worker import require_real_broker, running_worker, wait_until
 from tests.conftest import deadline
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "var" / "test-artifacts"
@@ -21,8 +20,7 @@ ARTIFACTS = Path(__file__).resolve().parent.parent / "var" / "test-artifacts"
 @pytest.mark.celery
 @pytest.mark.django_db(transaction=True)
 def test_the_worker_settles_records_whose_validity_ended(agent):
-    if settings.CELERY_BROKER_URL.startswith("filesystem://"):
-        pytest.fail("No Redis broker: `make test` starts Redis on 127.0.0.1:6379 when redis-server is installed.")
+    require_real_broker()
     now = timezone.now()
     ended = assert_fact(agent, deadline("2026-10-30", "r17", now - timedelta(days=3), valid_to=now - timedelta(days=1)))
     assert ended.record.status == "accepted"

@@ -21,6 +21,12 @@ def signed_in(principal) -> Client:
     return client
 
 
+def confirmed(client: Client) -> dict:
+    """The fields the page's confirmation posts after its preview (the preview id binds the scope)."""
+    preview = client.post("/deletions/new/", FORM)
+    return {**FORM, "confirm": "yes", "preview_id": preview.context["preview_id"]}
+
+
 def test_filing_shows_a_dry_run_preview_first_then_files_on_confirmation(compliance, agent):
     assert_fact(agent, deadline("2026-11-02", "r18", at(10, 22)))
     client = signed_in(compliance)
@@ -28,7 +34,7 @@ def test_filing_shows_a_dry_run_preview_first_then_files_on_confirmation(complia
     assert preview.status_code == 200
     assert preview.context["preview"]["records"]["found"] == 1
     assert DeletionRequest.objects.count() == 0
-    filed = client.post("/deletions/new/", {**FORM, "confirm": "yes"})
+    filed = client.post("/deletions/new/", {**FORM, "confirm": "yes", "preview_id": preview.context["preview_id"]})
     assert filed.status_code == 302
     request = DeletionRequest.objects.get()
     page = client.get(f"/deletions/{request.public_id}/").content.decode()
@@ -50,7 +56,7 @@ def test_bad_input_gets_a_message_not_a_500(compliance, agent):
 def test_the_report_states_each_stage_separately(compliance, agent):
     assert_fact(agent, deadline("2026-11-02", "r18", at(10, 22)))
     client = signed_in(compliance)
-    client.post("/deletions/new/", {**FORM, "confirm": "yes"})
+    client.post("/deletions/new/", confirmed(client))
     request = DeletionRequest.objects.get()
     report = json.loads(client.get(f"/deletions/{request.public_id}/report/?format=json").content)
     assert set(report["stages"]) == {"accepted_at", "removed_from_reads_at", "purge_confirmed_at", "backups_expire_at"}
@@ -62,7 +68,8 @@ def test_the_report_states_each_stage_separately(compliance, agent):
 def test_only_compliance_files_owners_see_outsiders_get_404(owner, compliance, outsider, agent):
     assert_fact(agent, deadline("2026-11-02", "r18", at(10, 22)))
     assert signed_in(owner).post("/deletions/new/", FORM).status_code == 403
-    signed_in(compliance).post("/deletions/new/", {**FORM, "confirm": "yes"})
+    filer = signed_in(compliance)
+    filer.post("/deletions/new/", confirmed(filer))
     public_id = DeletionRequest.objects.get().public_id
     assert signed_in(owner).get(f"/deletions/{public_id}/").status_code == 200
     assert signed_in(outsider).get(f"/deletions/{public_id}/").status_code == 404
@@ -77,5 +84,6 @@ def test_exports_are_listed_downloaded_and_withheld_during_a_deletion(owner, com
     assert client.get("/exports/").status_code == 200
     download = client.get(f"/exports/{export.pk}/download/")
     assert download.status_code == 200 and SUBJECT in b"".join(download.streaming_content).decode()
-    signed_in(compliance).post("/deletions/new/", {**FORM, "confirm": "yes"})
+    filer = signed_in(compliance)
+    filer.post("/deletions/new/", confirmed(filer))
     assert client.get(f"/exports/{export.pk}/download/").status_code == 403  # withheld until rewritten

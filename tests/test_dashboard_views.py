@@ -164,13 +164,19 @@ def test_the_fact_page_shows_the_four_operations_and_who_may_use_them(owner, mov
     page = signed_in(owner).get(FACT_URL).content.decode()
     for label in ("Exclude from context", "Expire, keep as history", "Recheck now", "Request deletion"):
         assert label in page
-    assert 'data-testid="recheck-submit"' in page
+    # The field has no policy: nothing the server could fetch, so "Recheck now" is shown but not offered.
+    assert 'data-testid="recheck-submit"' not in page and "no canonical source to fetch" in page
     assert 'title="Compliance staff file deletion requests"' in page  # an owner cannot file one
 
 
 def test_an_owner_excludes_a_record_from_the_fact_page(owner, moved_deadline):
     memory_id = moved_deadline[1].record.memory_id
-    response = signed_in(owner).post(f"/records/{memory_id}/exclude/", {"reason": "Wrong task", "next": FACT_URL})
+    client = signed_in(owner)
+    review = client.post(f"/records/{memory_id}/exclude/", {"reason": "Wrong task", "next": FACT_URL})
+    assert review.status_code == 200 and "Confirm: exclude from context" in review.content.decode()
+    assert MemoryRecord.objects.get(memory_id=memory_id).status == "accepted"
+    form = {"reason": "Wrong task", "next": FACT_URL, "confirm": "yes"}
+    response = client.post(f"/records/{memory_id}/exclude/", form)
     assert response.status_code == 302 and response["Location"] == FACT_URL
     assert MemoryRecord.objects.get(memory_id=memory_id).status == "excluded"
     assert AuditEvent.objects.filter(action="record.excluded", actor=owner, reason="Wrong task").exists()

@@ -16,6 +16,7 @@ from deletion.models import DeletionRequest, RefusedWrite, StoreProgress, Tombst
 from deletion.service import lift_tombstone
 from deletion.tasks import purge_store
 from memory_admin.derived import lineage
+from memory_admin.derived.caches import fact_key
 from memory_admin.derived.exports import export_project
 from memory_admin.derived.lineage import BaseRef
 from memory_admin.derived.models import Event, ExportFile, Summary
@@ -92,9 +93,9 @@ def test_acceptance_removes_the_subject_from_every_read_path_at_once(api, compli
     assert client.get("/api/v1/events/", {"session_id": "s-1"}).json()["results"] == []
     dashboard = Client()
     dashboard.force_login(owner)
-    assert (
-        dashboard.get(f"/facts/?project=project-a&subject={SUBJECT}&predicate=submission_deadline").status_code == 404
-    )
+    # The fact's page answers with its tombstone (410): what was deleted and when, never the content.
+    gone = dashboard.get(f"/facts/?project=project-a&subject={SUBJECT}&predicate=submission_deadline")
+    assert gone.status_code == 410 and "2026-11-02" not in gone.content.decode()
     assert SUBJECT not in dashboard.get("/records/?status=all").content.decode()
     notices = api(subject_everywhere["summary"].created_by).get("/api/v1/agents/agent-9/invalidations/")
     assert notices.status_code in (200, 404)
@@ -114,8 +115,9 @@ def test_the_purge_reaches_every_store_and_sets_the_stages_in_order(api, complia
     run_all(request_id)
     report = api(compliance).get(f"{URL}{request_id}/").json()
     assert {s["store"]: s["state"] for s in report["stores"]} == dict.fromkeys(
-        ["records", "logs", "embeddings", "summaries", "caches", "exports", "contexts", "backups"], "verified"
-    )
+        ["records", "logs", "embeddings", "summaries", "scheduled_actions", "caches", "exports", "contexts",
+         "disputes", "backups"], "verified",
+    )  # fmt: skip
     assert report["stages"]["purge_confirmed_at"]
     assert report["stages"]["backups_expire_at"] == backup.expires_at.isoformat()
     # Read each store directly.
@@ -132,7 +134,7 @@ def test_the_purge_reaches_every_store_and_sets_the_stages_in_order(api, complia
     assert [json.loads(line)["subject_id"] for line in lines] == ["task-other"]
     snapshots = AuditEvent.objects.filter(object_id=second.memory_id)
     assert snapshots.exists() and all(e.redacted_at and "value" not in json.dumps(e.after) for e in snapshots)
-    assert cache.get(f"fact:{first.tenant_id}:project-a:{SUBJECT}:submission_deadline") is None
+    assert cache.get(fact_key(first.tenant_id, "project-a", SUBJECT, "submission_deadline")) is None
 
 
 def test_no_resurrection(api, compliance, agent, subject_everywhere):

@@ -13,7 +13,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.utils import timezone
 
 from deletion.models import DeletionRequest, StoreProgress
@@ -22,7 +21,7 @@ from memory_admin.derived import lineage
 from memory_admin.derived.lineage import BaseRef
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.models import MemoryRecord
-from tests.celery_worker import running_worker, wait_until
+from tests.celery_worker import require_real_broker, running_worker, wait_until
 from tests.conftest import DEADLINE, at, deadline
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "var" / "test-artifacts"
@@ -32,8 +31,7 @@ pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture(autouse=True)
 def needs_redis_broker():
-    if settings.CELERY_BROKER_URL.startswith("filesystem://"):
-        pytest.fail("No Redis broker: `make test` starts Redis on 127.0.0.1:6379 when redis-server is installed.")
+    require_real_broker()
 
 
 def subject(agent) -> list[MemoryRecord]:

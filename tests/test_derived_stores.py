@@ -9,6 +9,7 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from memory_admin.derived import lineage
+from memory_admin.derived.caches import fact_key
 from memory_admin.derived.lineage import BaseRef
 from memory_admin.derived.models import Invalidation, Propagation, ScheduledAction, Summary
 from memory_admin.derived.tasks import refresh_record_vectors
@@ -101,7 +102,7 @@ def test_superseding_the_deadline_reaches_every_copy(
                                          expires_at=timezone.now() + timedelta(hours=4))  # fmt: skip
     answer = client.get("/api/v1/facts/current/", DEADLINE).json()  # fills the answer cache
     assert answer["value"] == "2026-10-30T17:00+09:00"
-    key = f"fact:{agent.tenant_id}:project-a:{DEADLINE['subject_id']}:{DEADLINE['predicate']}"
+    key = fact_key(agent.tenant_id, "project-a", DEADLINE["subject_id"], DEADLINE["predicate"])
     assert cache.get(key) is not None
     refresh_record_vectors([oct30.memory_id])
     hits = client.get("/api/v1/search/", {"project_id": "project-a", "q": "submission deadline proposal"}).json()

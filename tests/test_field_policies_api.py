@@ -53,10 +53,11 @@ def test_a_project_policy_overrides_the_tenant_wide_one(api, admin, agent):
     assert api(agent).post("/api/v1/records/", elsewhere, format="json").status_code == 201
 
 
-def test_non_admins_may_not_read_or_change_policies(api, owner, agent, compliance):
+def test_non_admins_may_not_change_policies_and_only_compliance_may_read_them(api, owner, agent, compliance):
     for principal in (owner, agent, compliance):
         client = api(principal)
-        assert client.get("/api/v1/field-policies/").status_code == 403
+        expected_read = 200 if principal is compliance else 403  # compliance reads everything
+        assert client.get("/api/v1/field-policies/").status_code == expected_read
         assert client.post("/api/v1/field-policies/", POLICY, format="json").status_code == 403
     assert FieldPolicy.objects.count() == 0
 

@@ -7,13 +7,13 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
 
+from memory_admin.derived.caches import fact_key
 from memory_admin.derived.models import Invalidation, Summary
 from memory_admin.derived.vectors import get_index
-from tests.celery_worker import running_worker, wait_until
+from tests.celery_worker import require_real_broker, running_worker, wait_until
 from tests.conftest import DEADLINE, at, body, deadline
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "var" / "test-artifacts"
@@ -22,8 +22,7 @@ ARTIFACTS = Path(__file__).resolve().parent.parent / "var" / "test-artifacts"
 @pytest.mark.celery
 @pytest.mark.django_db(transaction=True)
 def test_superseding_through_the_api_reaches_every_store(api, agent, other_agent):
-    if settings.CELERY_BROKER_URL.startswith("filesystem://"):
-        pytest.fail("No Redis broker: `make test` starts Redis on 127.0.0.1:6379 when redis-server is installed.")
+    require_real_broker()
     client = api(agent)
     with running_worker(ARTIFACTS / "celery-propagation-worker.log") as worker:
         old = client.post(
@@ -42,7 +41,7 @@ def test_superseding_through_the_api_reaches_every_store(api, agent, other_agent
             {"memory_id": old["memory_id"], "revision": 1}], "expires_at": (timezone.now() + timedelta(hours=1)).isoformat()},
             format="json")  # fmt: skip
         assert client.get("/api/v1/facts/current/", DEADLINE).json()["value"] == "2026-10-30T17:00+09:00"
-        key = f"fact:{agent.tenant_id}:project-a:{DEADLINE['subject_id']}:{DEADLINE['predicate']}"
+        key = fact_key(agent.tenant_id, "project-a", DEADLINE["subject_id"], DEADLINE["predicate"])
         assert cache.get(key) is not None
 
         new = client.post("/api/v1/records/", body(deadline("2026-11-02T17:00+09:00", "r18", at(10, 22),

@@ -7,7 +7,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
@@ -16,7 +15,7 @@ from memory_admin.memory.models import FieldPolicy, MemoryRecord, RecheckAttempt
 from memory_admin.memory.rechecks import claim_due
 from memory_admin.memory.tasks import sweep_due_rechecks
 from tests.canonical_source import http_json_source, serving
-from tests.celery_worker import running_worker, wait_until
+from tests.celery_worker import require_real_broker, running_worker, wait_until
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "var" / "test-artifacts"
 
@@ -82,8 +81,7 @@ def test_a_claim_expires_after_the_lease(agent, policy_for_source):
 @pytest.mark.celery
 @pytest.mark.django_db(transaction=True)
 def test_the_worker_rechecks_each_outcome_end_to_end(agent, policy_for_source, monkeypatch):
-    if settings.CELERY_BROKER_URL.startswith("filesystem://"):
-        pytest.fail("No Redis broker: `make test` starts Redis on 127.0.0.1:6379 when redis-server is installed.")
+    require_real_broker()
     monkeypatch.setenv("RECHECK_RETRY_DELAY_MS", "200")
     with serving() as (base_url, script):
         policy_for_source(base_url)

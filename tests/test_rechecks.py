@@ -95,11 +95,14 @@ def test_a_slow_source_is_cut_off_at_the_connector_timeout(verified_record, sour
 
 
 def test_the_auth_secret_comes_from_the_environment(verified_record, source, policy, monkeypatch):
-    policy.canonical_source = http_json_source(source[0], auth_header="X-Api-Key", auth_secret_env="TASKS_KEY")
+    policy.canonical_source = http_json_source(
+        source[0], auth_header="X-Api-Key", auth_secret_env="SOURCE_SECRET_TASKS"
+    )  # an allowlisted name (SOURCE_SECRET_ENV_ALLOWLIST defaults to SOURCE_SECRET_*)
     policy.save()
     source[1].set(SUBJECT, mode="auth", key="s3cret", value="2026-11-02T17:00+09:00", revision="r18")
+    monkeypatch.delenv("SOURCE_SECRET_TASKS", raising=False)
     assert recheck_now(verified_record, trigger="sweep").outcome == Outcome.SOURCE_UNAVAILABLE  # no secret set
-    monkeypatch.setenv("TASKS_KEY", "s3cret")
+    monkeypatch.setenv("SOURCE_SECRET_TASKS", "s3cret")
     assert recheck_now(verified_record, trigger="sweep").outcome == Outcome.VERIFIED_UNCHANGED
 
 

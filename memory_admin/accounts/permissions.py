@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rest_framework.permissions import BasePermission
+from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 
 
@@ -24,3 +24,15 @@ class HasRole(BasePermission):
 
 class IsAdminRole(HasRole):
     roles = ("admin",)
+
+
+class IsAdminRoleOrComplianceReading(BasePermission):
+    """Admins read and change; compliance staff read everything and change nothing (PRODUCT.md, README)."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        if not IsTenantMember().has_permission(request, view):
+            return False
+        user = request.user
+        if request.method in SAFE_METHODS:
+            return user.has_role("admin", "compliance")  # type: ignore[union-attr, no-any-return]
+        return user.has_role("admin")  # type: ignore[union-attr, no-any-return]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from django.contrib.auth import password_validation
 from django.db import transaction
 from django.utils.text import slugify
 
@@ -17,11 +18,14 @@ def ensure_principal(
     *,
     password: str | None = None,
     tenant_name: str | None = None,
+    validate: bool = True,
 ) -> Principal:
     """The principal `name` of tenant `tenant_slug` with exactly these roles, created as needed.
 
     A principal holding only the agent role is an agent (no password login); anyone else is a human.
     Admins may use the Django admin (staff) for their own tenant.
+    A password goes through AUTH_PASSWORD_VALIDATORS (django.core.exceptions.ValidationError when weak);
+    `validate=False` is for seeded test and demo people only, whose passwords are documented anyway.
     """
     roles = sorted(set(roles))
     unknown = set(roles) - set(Role.values)
@@ -40,6 +44,10 @@ def ensure_principal(
         principal.kind = Principal.Kind.AGENT if roles == [Role.AGENT] else Principal.Kind.HUMAN
         principal.is_staff = Role.ADMIN in roles
         if password:
+            if validate:
+                # Checked against the principal as it will be saved (its username and name count as
+                # attributes a password must not resemble); nothing is written when it is refused.
+                password_validation.validate_password(password, user=principal)
             principal.set_password(password)
         elif principal.pk is None:
             principal.set_unusable_password()

@@ -18,7 +18,7 @@ from deletion.models import DeletionRequest
 from memory_admin.dashboard.views import _back, _principal, member_required
 from memory_admin.derived.exports import downloadable, export_project
 from memory_admin.derived.models import ExportFile
-from memory_admin.memory.errors import DomainError, Forbidden
+from memory_admin.memory.errors import DomainError, Forbidden, NotFound
 
 
 class DeletionForm(forms.Form):
@@ -60,19 +60,27 @@ def request_list(request: HttpRequest) -> HttpResponse:
 
 @member_required
 def request_new(request: HttpRequest) -> HttpResponse:
-    """The form, then a dry-run preview of what each store would touch, then filing on confirmation."""
+    """The form, then a dry-run preview of what each store would touch, then filing on confirmation.
+
+    After the preview the scope is shown read-only and the confirmation carries the preview's signed id:
+    filing refuses a scope or project other than the previewed one ("Edit scope" goes back to the form).
+    """
     principal = _principal(request)
     if not principal.has_role("compliance"):
         raise Forbidden("Only compliance staff file deletion requests.")
     form = DeletionForm(request.POST or None, initial=request.GET.dict())
-    preview = None
+    preview: dict[str, dict[str, Any]] | None = None
+    preview_id = ""
     status = 200
-    if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
+    if request.method == "POST" and request.POST.get("edit") == "yes":
+        pass  # back to the editable form, with the values as posted
+    elif request.method == "POST" and form.is_valid():
         try:
+            if request.POST.get("confirm") == "yes":
+                return _file_previewed(request, form)
             result = service.request_deletion(
-                principal, project_id=data["project_id"], scope=form.scope(), reason=data["reason"],
-                due_by=data["due_by"], dry_run=request.POST.get("confirm") != "yes",
+                principal, project_id=form.cleaned_data["project_id"], scope=form.scope(),
+                reason=form.cleaned_data["reason"], due_by=form.cleaned_data["due_by"], dry_run=True,
             )  # fmt: skip
         except DomainError as exc:
             form.add_error(
@@ -81,13 +89,38 @@ def request_new(request: HttpRequest) -> HttpResponse:
             status = exc.status
         else:
             if isinstance(result, service.Preview):
-                preview = result.stores
-            else:
-                messages.success(request, f"Deletion request {result.public_id} filed.")
-                return _back(request, reverse("dashboard:deletion", args=[result.public_id]))
+                preview, preview_id = result.stores, result.preview_id
     elif request.method == "POST":
         status = 400
-    return render(request, "dashboard/deletion_new.html", {"form": form, "preview": preview}, status=status)
+    previewed = []
+    if preview is not None:
+        data = form.cleaned_data
+        kinds = dict(DeletionRequest.ScopeKind.choices)
+        previewed = [("Project", data["project_id"]), ("Scope", f"{kinds[data['scope_kind']]}: {data['scope_value']}"),
+                     ("Reason", data["reason"]), ("Due by", data["due_by"])]  # fmt: skip
+    context = {"form": form, "preview": preview, "preview_id": preview_id, "previewed": previewed}
+    return render(request, "dashboard/deletion_new.html", context, status=status)
+
+
+def _file_previewed(request: HttpRequest, form: DeletionForm) -> HttpResponse:
+    """File what the cited preview covered; a missing preview id is refused like a mismatched one."""
+    cited = request.POST.get("preview_id", "")
+    if not cited:
+        raise service.PreviewInvalid(
+            "Preview the request first: only a previewed scope can be filed.", code_override="preview_required"
+        )
+    data = form.cleaned_data
+    filed, drift = service.file_previewed(
+        _principal(request), preview_id=cited, project_id=data["project_id"], scope=form.scope(),
+        reason=data["reason"], due_by=data["due_by"],
+    )  # fmt: skip
+    messages.success(request, f"Deletion request {filed.public_id} filed.")
+    if drift.changed:
+        messages.warning(
+            request, f"The stores changed between the preview and filing: {drift.describe()}. "
+            "The request covers the scope as it is now.",
+        )  # fmt: skip
+    return _back(request, reverse("dashboard:deletion", args=[filed.public_id]))
 
 
 @member_required
@@ -130,8 +163,8 @@ def request_action(request: HttpRequest, public_id: str, verb: str) -> HttpRespo
             if not principal.has_role("compliance"):
                 raise Forbidden("Only compliance staff retry deletions.")
             service.retry_stores(service.get_request(principal, public_id))
-    except Forbidden:
-        raise
+    except (Forbidden, NotFound):
+        raise  # another tenant's or an unknown request is a 404, not a redirect with a message
     except DomainError as exc:
         messages.error(request, exc.detail)
         return _back(request, back)
@@ -145,6 +178,8 @@ def exports(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         try:
             made = export_project(principal, request.POST.get("project_id", "").strip())
+        except Forbidden:
+            raise
         except DomainError as exc:
             messages.error(request, exc.detail)
         else:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django import forms
 from django.utils import timezone
+
+from memory_admin.memory import validation
+from memory_admin.memory.audit import Action
 
 
 class LocalDateTimeField(forms.CharField):
@@ -26,7 +29,13 @@ class LocalDateTimeField(forms.CharField):
             raise forms.ValidationError(self.error_messages["invalid"], code="invalid") from None
         if timezone.is_naive(parsed):
             parsed = timezone.make_aware(parsed, timezone.get_current_timezone())
+        if problems := validation.datetime_problems(parsed):
+            raise forms.ValidationError(problems, code="out_of_range")
         return parsed
+
+
+# Project ids, subject ids and predicates follow the domain's character set (memory.validation).
+IDENTIFIER = [validation.IdentifierValidator()]
 
 
 STATUS_VIEWS = [
@@ -41,9 +50,9 @@ STATUS_VIEWS = [
 
 class RecordFilterForm(forms.Form):
     q = forms.CharField(required=False, max_length=200, label="Search subject, predicate or value")
-    project = forms.CharField(required=False, max_length=100)
-    subject = forms.CharField(required=False, max_length=200)
-    predicate = forms.CharField(required=False, max_length=200)
+    project = forms.CharField(required=False, max_length=100, validators=IDENTIFIER)
+    subject = forms.CharField(required=False, max_length=200, validators=IDENTIFIER)
+    predicate = forms.CharField(required=False, max_length=200, validators=IDENTIFIER)
     status = forms.ChoiceField(required=False, choices=STATUS_VIEWS)
     freshness = forms.ChoiceField(
         required=False,
@@ -75,37 +84,54 @@ class ResolveForm(forms.Form):
     reason = forms.CharField(max_length=2000, strip=True, error_messages={"required": "Give a reason; it is audited."})
 
 
-AUDIT_ACTIONS = [
-    "record.asserted.created",
-    "record.asserted.history",
-    "record.asserted.disputed",
-    "record.superseded",
-    "record.disputed",
-    "record.excluded",
-    "record.expired",
-    "record.dispute_resolved",
-    "dispute.opened",
-    "dispute.resolved",
-    "policy.created",
-    "policy.updated",
-    "policy.deleted",
-]
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class AuditCursorField(forms.CharField):
+    """The audit page's keyset cursor: the last row's time (microseconds since the epoch) and id.
+
+    The log is ordered by the time events happened, then id; a bare id would skip or repeat rows
+    whenever insertion order and event time differ (events written with the domain's `now`).
+    """
+
+    default_error_messages = {"invalid": "This page link is not valid any more; start again from the first page."}
+
+    def to_python(self, value: Any) -> tuple[datetime, int] | None:  # type: ignore[override]
+        text = (super().to_python(value) or "").strip()
+        if not text:
+            return None
+        micros, _, pk = text.partition(".")
+        try:
+            moment = EPOCH + timedelta(microseconds=int(micros))  # exact, unlike a float timestamp
+            row = int(pk)
+        except (ValueError, OverflowError, OSError):
+            raise forms.ValidationError(self.error_messages["invalid"], code="invalid") from None
+        if row < 1:
+            raise forms.ValidationError(self.error_messages["invalid"], code="invalid")
+        return moment, row
+
+    @staticmethod
+    def encode(moment: datetime, row: int) -> str:
+        return f"{(moment - EPOCH) // timedelta(microseconds=1)}.{row}"
 
 
 class AuditFilterForm(forms.Form):
     actor = forms.CharField(required=False, max_length=150)
-    action = forms.ChoiceField(required=False, choices=[("", "Any action")] + [(a, a) for a in AUDIT_ACTIONS])
+    # The choices come from the one vocabulary every writer uses (memory.audit.Action).
+    action = forms.ChoiceField(required=False, choices=[("", "Any action")] + [(a, a) for a in Action.values])
     object = forms.CharField(required=False, max_length=64, label="Object id")
     since = LocalDateTimeField(required=False, label="From")
     until = LocalDateTimeField(required=False, label="To")
-    after = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+    after = AuditCursorField(required=False, max_length=40, widget=forms.HiddenInput)
 
 
 class PolicyForm(forms.Form):
     """A field policy as an admin edits it; `to_policy_data` gives what save_field_policy takes."""
 
-    project_id = forms.CharField(required=False, max_length=100, label="Project (blank: every project)")
-    predicate = forms.CharField(max_length=200)
+    project_id = forms.CharField(
+        required=False, max_length=100, label="Project (blank: every project)", validators=IDENTIFIER
+    )
+    predicate = forms.CharField(max_length=200, validators=IDENTIFIER)
     authorized_issuers = forms.CharField(
         required=False, max_length=2000, label="Authorized issuers (names, comma-separated; blank: any writer)"
     )
@@ -120,24 +146,34 @@ class PolicyForm(forms.Form):
     timeout_seconds = forms.FloatField(required=False, min_value=0.1, max_value=60)
     auth_header = forms.CharField(required=False, max_length=100)
     auth_secret_env = forms.CharField(required=False, max_length=100, label="Auth secret: environment variable name")
+    reporters = forms.CharField(
+        required=False, max_length=2000,
+        label="Reporters: principals that speak for this source (names, comma-separated; their reports verify)",
+    )  # fmt: skip
     recheck_interval = forms.CharField(required=False, max_length=50, label="Recheck interval (ISO 8601, e.g. P1D)")
     recheck_before_action = forms.BooleanField(required=False)
     on_failure = forms.ChoiceField(
         choices=[("answer_with_caveat", "Answer with a caveat"), ("block_action", "Block actions")]
     )
     risk = forms.ChoiceField(choices=[("low", "Low"), ("high", "High")])
-    retention_days = forms.IntegerField(required=False, min_value=1)
+    retention_days = forms.IntegerField(required=False, min_value=1, max_value=validation.MAX_RETENTION_DAYS)
 
     def clean_recheck_interval(self) -> Any:
-        from django.utils.dateparse import parse_duration
-
         text = self.cleaned_data["recheck_interval"].strip()
         if not text:
             return None
-        parsed = parse_duration(text) if text.startswith("P") else None
+        parsed = validation.parse_iso_duration(text) if text.startswith("P") else None
         if parsed is None or parsed.total_seconds() <= 0:
             raise forms.ValidationError("Give an ISO 8601 duration such as P1D or PT6H.")
+        if problems := validation.duration_problems(parsed):
+            raise forms.ValidationError(problems)
         return parsed
+
+    def clean_reporters(self) -> list[str]:
+        names = [n.strip() for n in self.cleaned_data["reporters"].split(",") if n.strip()]
+        if names and not self.cleaned_data.get("connector"):
+            raise forms.ValidationError("Reporters speak for a canonical source: choose one first.")
+        return names
 
     def to_policy_data(self) -> dict[str, Any]:
         data = self.cleaned_data
@@ -155,6 +191,8 @@ class PolicyForm(forms.Form):
             if data["auth_header"] or data["auth_secret_env"]:
                 source["auth_header"] = data["auth_header"]
                 source["auth_secret_env"] = data["auth_secret_env"]
+        if source is not None and data["reporters"]:
+            source["reporters"] = data["reporters"]
         return {
             "project_id": data["project_id"].strip() or None,
             "predicate": data["predicate"].strip(),
@@ -181,6 +219,7 @@ class PolicyForm(forms.Form):
             "connector": source.get("connector", ""),
             **{k: source.get(k, "") for k in SOURCE_TEXT_KEYS},
             "timeout_seconds": source.get("timeout_seconds"),
+            "reporters": ", ".join(source.get("reporters") or []),
             "recheck_interval": duration_iso_string(policy.recheck_interval) if policy.recheck_interval else "",
             "recheck_before_action": policy.recheck_before_action,
             "on_failure": policy.on_failure,
@@ -193,8 +232,8 @@ SOURCE_TEXT_KEYS = ("url_template", "value_pointer", "revision_pointer", "auth_h
 
 
 class SourceTestForm(forms.Form):
-    subject_id = forms.CharField(max_length=200)
-    project_id = forms.CharField(required=False, max_length=100)
+    subject_id = forms.CharField(max_length=200, validators=IDENTIFIER)
+    project_id = forms.CharField(required=False, max_length=100, validators=IDENTIFIER)
 
 
 class ManualVerifyForm(forms.Form):

@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from memory_admin.dashboard.forms import ManualVerifyForm, PolicyForm, SourceTestForm
-from memory_admin.dashboard.views import _back, _fact_url, _principal, member_required
+from memory_admin.dashboard.views import _back, _confirmed, _fact_url, _principal, _safe_next, member_required
 from memory_admin.memory import actions, rechecks
 from memory_admin.memory.errors import DomainError, Forbidden
 from memory_admin.memory.models import FieldPolicy, MemoryRecord, RecheckAttempt
@@ -30,6 +30,11 @@ OUTCOME_WORDS = {
     Outcome.SOURCE_AMBIGUOUS: "the canonical source's answer was ambiguous",
     Outcome.NOT_CHECKED: "not checked",
 }
+
+
+# The "Test this source" form sits on the policy page beside the policy form; both have a `project_id`
+# field, so its ids get their own prefix (the posted names stay the same).
+TEST_FORM_IDS = "test_%s"
 
 
 def _require_admin(request: HttpRequest) -> None:
@@ -50,13 +55,16 @@ def _policy(request: HttpRequest, policy_id: int) -> FieldPolicy:
 
 @member_required
 def policy_list(request: HttpRequest) -> HttpResponse:
-    _require_admin(request)
+    principal = _principal(request)
+    # Compliance staff read everything (policies included) and change nothing.
+    if not principal.has_role("admin", "compliance"):
+        raise Forbidden("Only admins manage field policies.")
     policies = (
-        FieldPolicy.objects.filter(tenant_id=_principal(request).tenant_id)
+        FieldPolicy.objects.filter(tenant_id=principal.tenant_id)
         .select_related("project")
         .order_by("predicate", "project__key")
     )
-    return render(request, "dashboard/policies.html", {"policies": policies})
+    return render(request, "dashboard/policies.html", {"policies": policies, "can_edit": principal.has_role("admin")})
 
 
 @member_required
@@ -78,15 +86,29 @@ def policy_edit(request: HttpRequest, policy_id: int | None = None) -> HttpRespo
     else:
         form = PolicyForm(initial=PolicyForm.initial_for(policy) if policy else {"timeout_seconds": 5})
         status = 200
-    context = {"form": form, "policy": policy, "test_form": SourceTestForm()}
+    context = {"form": form, "policy": policy, "test_form": SourceTestForm(auto_id=TEST_FORM_IDS)}
     return render(request, "dashboard/policy_edit.html", context, status=status)
 
 
 @member_required
 @require_POST
 def policy_delete(request: HttpRequest, policy_id: int) -> HttpResponse:
+    """Delete a field policy after a confirmation page (no JavaScript needed)."""
     _require_admin(request)
     policy = _policy(request, policy_id)
+    if not _confirmed(request):
+        context = {
+            "title": f"Delete the policy for {policy.predicate}",
+            "explanation": "The field loses its canonical source, authorized issuers and recheck policy: any writer's "
+            "value is taken and nothing is rechecked until a new policy is saved. The deletion is audited.",
+            "details": [("Field", policy.predicate), ("Project", policy.project.key if policy.project else "every project"),
+                        ("Canonical source", (policy.canonical_source or {}).get("connector", "none")),
+                        ("Authorized issuers", ", ".join(policy.authorized_issuers) or "any writer")],
+            "action": reverse("dashboard:policy_delete", args=[policy.pk]),
+            "button": "Confirm: delete policy",
+            "next": _safe_next(request, reverse("dashboard:policy", args=[policy.pk])),
+        }  # fmt: skip
+        return render(request, "dashboard/confirm.html", context)
     delete_field_policy(_principal(request), policy)
     messages.success(request, f"Policy for {policy.predicate} deleted.")
     return _back(request, reverse("dashboard:policies"))
@@ -98,7 +120,7 @@ def policy_test(request: HttpRequest, policy_id: int) -> HttpResponse:
     """ "Test this source": fetch one subject now and show what a recheck would conclude."""
     _require_admin(request)
     policy = _policy(request, policy_id)
-    form = SourceTestForm(request.POST)
+    form = SourceTestForm(request.POST, auto_id=TEST_FORM_IDS)
     result: dict[str, Any] | None = None
     if form.is_valid():
         result = rechecks.test_source(policy, form.cleaned_data["subject_id"], form.cleaned_data["project_id"] or None)
@@ -116,6 +138,7 @@ def policy_test(request: HttpRequest, policy_id: int) -> HttpResponse:
 class QueueRow:
     record: MemoryRecord
     risk: str
+    fetchable: bool  # "Recheck now" only where the server can fetch the canonical source itself
 
 
 @member_required
@@ -139,7 +162,10 @@ def recheck_queue(request: HttpRequest) -> HttpResponse:
     rows = []
     for record in records:
         policy = policies.get((record.project.key, record.predicate)) or policies.get((None, record.predicate))
-        rows.append(QueueRow(record=record, risk=policy.risk if policy else FieldPolicy.Risk.LOW))
+        rows.append(
+            QueueRow(record=record, risk=policy.risk if policy else FieldPolicy.Risk.LOW,
+                     fetchable=rechecks.can_fetch(policy))
+        )  # fmt: skip
     sort = request.GET.get("sort", "risk")
     if sort == "age":
         rows.sort(key=lambda row: row.record.recheck_after or now)
@@ -158,6 +184,9 @@ def recheck(request: HttpRequest, memory_id: str) -> HttpResponse:
     record = actions.get_record(principal, memory_id)
     if record.status != MemoryRecord.Status.ACCEPTED or not record.is_head:
         messages.error(request, f"Only the current record can be rechecked; this one is {record.status}.")
+        return _back(request, _fact_url(record))
+    if not rechecks.can_fetch(policy_for(record.tenant_id, record.project.key, record.predicate)):
+        messages.error(request, "This field has no canonical source the server can fetch; nothing was rechecked.")
         return _back(request, _fact_url(record))
     attempt = rechecks.recheck_now(record, trigger=RecheckAttempt.Trigger.DASHBOARD, reporter=principal)
     words = OUTCOME_WORDS[Outcome(attempt.outcome)]

@@ -20,19 +20,32 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, Ht
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.http import urlencode
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
+from deletion import tombstones
+from deletion.models import Tombstone
 from memory_admin.accounts.models import Principal
-from memory_admin.dashboard.forms import AsOfForm, AuditFilterForm, BulkForm, ReasonForm, RecordFilterForm, ResolveForm
+from memory_admin.dashboard.forms import (
+    AsOfForm,
+    AuditCursorField,
+    AuditFilterForm,
+    BulkForm,
+    ReasonForm,
+    RecordFilterForm,
+    ResolveForm,
+)
 from memory_admin.derived.dependants import dependants_of
-from memory_admin.memory import actions, reads
+from memory_admin.memory import actions, reads, rechecks, task_failures
 from memory_admin.memory.errors import DomainError, Forbidden, NotFound
 from memory_admin.memory.models import AuditEvent, Dispute, MemoryRecord, RecheckAttempt
 from memory_admin.memory.policies import policy_for
 
 Status = MemoryRecord.Status
 PAGE_SIZE = 50
+# Audit events are shown by the time they happened (`at`, which a domain action may set to its own `now`),
+# not by insertion; the id breaks ties. The audit page's keyset cursor follows the same order.
+AUDIT_ORDER = ("-at", "-id")
 
 # The four operations of PRODUCT.md rule 2, each with when it fits.
 OPERATIONS = [
@@ -70,11 +83,24 @@ def _partial(request: HttpRequest, template: str, name: str) -> str:
     return f"{template}#{name}" if request.headers.get("HX-Request") else template
 
 
+def _safe_next(request: HttpRequest, fallback: str) -> str:
+    """The posted `next` when it is a path on this site, else `fallback`: it ends up in redirects and in
+    links (confirmation pages), so a `javascript:` URL or another host must never pass."""
+    target = request.POST.get("next") or ""
+    if target.startswith("/") and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return target
+    return fallback
+
+
 def _back(request: HttpRequest, fallback: str) -> HttpResponseRedirect:
-    target = request.POST.get("next") or fallback
-    if not target.startswith("/") or target.startswith("//"):
-        target = fallback
-    return HttpResponseRedirect(target)
+    return HttpResponseRedirect(_safe_next(request, fallback))
+
+
+def _confirmed(request: HttpRequest) -> bool:
+    """A change that needs a second, deliberate POST (a confirmation page, no JavaScript needed)."""
+    return request.POST.get("confirm") == "yes"
 
 
 # --- Overview ---------------------------------------------------------------------------------
@@ -104,11 +130,22 @@ def overview(request: HttpRequest) -> HttpResponse:
     ]
     peak = max([n for _, n in chart] + [1])
     context = {
-        "counts": [(status, by_status.get(status, 0)) for status in Status.values],
+        # Deleted records leave no row once purged: their tombstones are what count (and the tile links to
+        # the deletion requests, where each one is followed).
+        "counts": [(status, by_status.get(status, 0)) for status in Status.values if status != Status.DELETED],
+        "deleted": Tombstone.objects.filter(
+            tenant_id=principal.tenant_id, kind=Tombstone.Kind.RECORD, lifted_at__isnull=True
+        ).count(),
         "open_disputes": Dispute.objects.filter(tenant_id=principal.tenant_id, status=Dispute.Status.OPEN).count(),
         "overdue": buckets["overdue"],
         "chart": [(label, n, round(300 * n / peak)) for label, n in chart],
-        "recent": AuditEvent.objects.filter(tenant_id=principal.tenant_id).order_by("-id")[:12],
+        "recent": AuditEvent.objects.filter(tenant_id=principal.tenant_id).order_by(*AUDIT_ORDER)[:12],
+        # Rows a background task had to skip: owners and admins fix or exclude them.
+        "task_failures": (
+            task_failures.recent_failures(principal.tenant_id)[:20]  # type: ignore[arg-type]
+            if principal.has_role("owner", "admin")
+            else []
+        ),
     }
     return render(request, "dashboard/overview.html", context)
 
@@ -182,7 +219,7 @@ def bulk_records(request: HttpRequest) -> HttpResponse:
         raise Forbidden("Only owners and admins may exclude or expire records.")
     form = BulkForm(request.POST)
     ids = [i for i in request.POST.getlist("ids") if i]
-    back = request.POST.get("next") or reverse("dashboard:records")
+    back = _safe_next(request, reverse("dashboard:records"))
     if not ids or not form.is_valid():
         messages.error(request, "Select at least one record and an operation.")
         return _back(request, back)
@@ -223,9 +260,37 @@ def _fact_url(record: MemoryRecord) -> str:
     return f"{reverse('dashboard:fact')}?{query}"
 
 
+def _tombstone_page(request: HttpRequest, stones: list[Tombstone], asked: str) -> HttpResponse:
+    """What was deleted, when and by which request; never the content (a tombstone holds none). 410 Gone."""
+    principal = _principal(request)
+    context = {
+        "asked": asked,
+        "stones": stones,
+        "requests": list({s.request_public_id: s.request for s in stones}.items()),
+        "can_follow": principal.has_role("compliance", "owner", "admin"),
+    }
+    return render(request, "dashboard/tombstone.html", context, status=410)
+
+
+def _record_stones(principal: Principal, memory_id: str) -> list[Tombstone]:
+    return list(
+        Tombstone.objects.filter(tenant_id=principal.tenant_id, kind=Tombstone.Kind.RECORD, memory_id=memory_id)
+        .select_related("request__project")
+        .order_by("-id")
+    )
+
+
 @member_required
 def record_detail(request: HttpRequest, memory_id: str) -> HttpResponse:
-    record = actions.get_record(_principal(request), memory_id)
+    principal = _principal(request)
+    try:
+        record = actions.get_record(principal, memory_id)
+    except NotFound:
+        # A deleted record's link (from the audit log, a report, a bookmark) says it was deleted.
+        stones = _record_stones(principal, memory_id)
+        if stones:
+            return _tombstone_page(request, stones, memory_id)
+        raise
     return HttpResponseRedirect(_fact_url(record) + f"#{memory_id}")
 
 
@@ -237,6 +302,14 @@ def fact(request: HttpRequest) -> HttpResponse:
         raise Http404("Name a project, subject and predicate.")
     chain = reads.history(principal, project, subject, predicate)
     if not chain:
+        scope = tombstones.fact_scope(principal.tenant_id, project, subject, predicate)  # type: ignore[arg-type]
+        stones = list(
+            Tombstone.objects.filter(tenant_id=principal.tenant_id, kind=Tombstone.Kind.RECORD, scope_hash=scope)
+            .select_related("request__project")
+            .order_by("-id")
+        )
+        if stones:
+            return _tombstone_page(request, stones, f"{subject} · {predicate} in {project}")
         raise Http404("No such fact.")
     as_of_form = AsOfForm(request.GET)
     as_of_record = None
@@ -268,9 +341,9 @@ def fact(request: HttpRequest) -> HttpResponse:
         "as_of_form": as_of_form,
         "as_of_record": as_of_record,
         "asked": asked,
-        "events": AuditEvent.objects.filter(tenant_id=principal.tenant_id, object_id__in=memory_ids).order_by("-id")[
-            :50
-        ],
+        "events": AuditEvent.objects.filter(tenant_id=principal.tenant_id, object_id__in=memory_ids).order_by(
+            *AUDIT_ORDER
+        )[:50],
         "dispute": Dispute.objects.filter(
             tenant_id=principal.tenant_id,
             project__key=project,
@@ -281,6 +354,8 @@ def fact(request: HttpRequest) -> HttpResponse:
         "operations": OPERATIONS,
         "policy": policy,
         "manual_field": bool(policy and (policy.canonical_source or {}).get("connector") == "manual"),
+        # "Recheck now" is offered only when the server can fetch the field's canonical source itself.
+        "can_fetch": rechecks.can_fetch(policy),
         "attempts": RecheckAttempt.objects.filter(record__in=[r.pk for r in chain]).order_by("-id")[:50],
         "derived": dependants_of(chain),
         "can_curate": principal.can_curate,
@@ -289,15 +364,42 @@ def fact(request: HttpRequest) -> HttpResponse:
     return render(request, _partial(request, "dashboard/fact.html", "asof"), context)
 
 
-def _record_operation(
-    request: HttpRequest, memory_id: str, apply: Callable[[Principal, str, str], MemoryRecord], done: str
-) -> HttpResponse:
+# What each single-record operation does, for its confirmation page.
+CONFIRM_WORDS = {
+    "exclude": ("Exclude from context", "The record is kept, but never handed to an agent again; agents holding a "
+                "copy get a notice."),
+    "expire": ("Expire, keep as history", "The record stops being valid now and stays as history for as-of "
+               "questions; copies built on it are suspended or marked stale."),
+}  # fmt: skip
+
+
+def _record_operation(request: HttpRequest, memory_id: str, operation: str, done: str) -> HttpResponse:
+    """Exclude or expire one record: a confirmation page first (no JavaScript needed), then the change."""
     principal = _principal(request)
     record = actions.get_record(principal, memory_id)
+    if not principal.can_curate:
+        raise Forbidden("Only owners and admins exclude or expire records.")
     form = ReasonForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, "Give a reason; it is audited. Nothing was changed.")
-        return _back(request, _fact_url(record))
+    back = _safe_next(request, _fact_url(record))
+    if not _confirmed(request) or not form.is_valid():
+        if not form.is_valid():
+            messages.error(request, "Give a reason; it is audited. Nothing was changed.")
+        label, explanation = CONFIRM_WORDS[operation]
+        context = {
+            "title": f"{label}: {record.memory_id}",
+            "explanation": explanation,
+            "records": [record],
+            "action": reverse(f"dashboard:{operation}", args=[record.memory_id]),
+            "ask_reason": True,
+            "reason": request.POST.get("reason", "").strip(),
+            "button": f"Confirm: {label.lower()}",
+            "next": back,
+        }
+        status = 400 if _confirmed(request) else 200
+        return render(request, "dashboard/confirm.html", context, status=status)
+    apply: Callable[[Principal, str, str], MemoryRecord] = (
+        actions.exclude_record if operation == "exclude" else actions.expire_record
+    )
     try:
         apply(principal, memory_id, form.cleaned_data["reason"])
     except (NotFound, Forbidden):
@@ -312,13 +414,13 @@ def _record_operation(
 @member_required
 @require_POST
 def exclude(request: HttpRequest, memory_id: str) -> HttpResponse:
-    return _record_operation(request, memory_id, actions.exclude_record, "is excluded from agents' context")
+    return _record_operation(request, memory_id, "exclude", "is excluded from agents' context")
 
 
 @member_required
 @require_POST
 def expire(request: HttpRequest, memory_id: str) -> HttpResponse:
-    return _record_operation(request, memory_id, actions.expire_record, "has expired and is kept as history")
+    return _record_operation(request, memory_id, "expire", "has expired and is kept as history")
 
 
 # --- Disputes ---------------------------------------------------------------------------------
@@ -391,11 +493,13 @@ def audit_log(request: HttpRequest) -> HttpResponse:
         if data["until"]:
             qs = qs.filter(at__lte=data["until"])
         if data["after"]:
-            qs = qs.filter(id__lt=data["after"])
-        events = list(qs.order_by("-id")[: PAGE_SIZE + 1])
+            # Keyset on (at, id): `at <= cursor` bounds an index range scan, the OR only trims its edge.
+            moment, row = data["after"]
+            qs = qs.filter(at__lte=moment).filter(Q(at__lt=moment) | Q(id__lt=row))
+        events = list(qs.order_by(*AUDIT_ORDER)[: PAGE_SIZE + 1])
         if len(events) > PAGE_SIZE:
             events = events[:PAGE_SIZE]
-            next_after = events[-1].pk
+            next_after = AuditCursorField.encode(events[-1].at, events[-1].pk)
     return render(
         request, _partial(request, "dashboard/audit.html", "table"),
         {"form": form, "events": events, "next_after": next_after},

@@ -11,11 +11,14 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from deletion import tombstones
 from memory_admin.accounts.models import Principal
 from memory_admin.derived import lineage, search
 from memory_admin.derived.lineage import BaseRef
-from memory_admin.derived.models import ContextLoad, Event, Invalidation, ScheduledAction, Summary
-from memory_admin.memory.api.serializers import AwareDateTimeField, DerivedFromSerializer
+from memory_admin.derived.models import ContextLoad, Event, EventSubject, Invalidation, ScheduledAction, Summary
+from memory_admin.memory import validation
+from memory_admin.memory.api.serializers import AwareDateTimeField, DerivedFromSerializer, IdentifierField
+from memory_admin.memory.errors import Tombstoned
 
 
 def _principal(request: Request) -> Principal:
@@ -34,12 +37,12 @@ def _bases(items: list[dict[str, Any]]) -> list[BaseRef]:
 
 
 class EventSerializer(serializers.Serializer):
-    project_id = serializers.CharField(max_length=100)
+    project_id = IdentifierField("project_id")
     session_id = serializers.CharField(max_length=200)
     actor = serializers.CharField(max_length=200)
     text = serializers.CharField(max_length=20000)
     occurred_at = AwareDateTimeField()
-    subject_ids = serializers.ListField(child=serializers.CharField(max_length=200), max_length=100, default=list)
+    subject_ids = serializers.ListField(child=IdentifierField("subject_id"), max_length=100, default=list)
 
 
 def event_payload(event: Event) -> dict[str, Any]:
@@ -65,12 +68,20 @@ class EventViewSet(viewsets.GenericViewSet):
         return Response(event_payload(event), status=status.HTTP_201_CREATED)
 
     def list(self, request: Request) -> Response:
+        # Ids in the query string follow the same character set as in bodies (400 otherwise).
+        validation.check_identifiers(
+            **{k: request.query_params[k] for k in ("project_id", "subject_id") if request.query_params.get(k)}
+        )
         events = self.get_queryset()
         for param, lookup in (("project_id", "project__key"), ("session_id", "session_id")):
             if request.query_params.get(param):
                 events = events.filter(**{lookup: request.query_params[param]})
         if request.query_params.get("subject_id"):
-            events = events.filter(subject_ids__contains=[request.query_params["subject_id"]])
+            # Through the EventSubject index (JSON containment is PostgreSQL-only, and unindexed there).
+            tagged = EventSubject.objects.filter(
+                tenant_id=_principal(request).tenant_id, subject_id=request.query_params["subject_id"]
+            )
+            events = events.filter(pk__in=tagged.values("event_id"))
         page = self.paginate_queryset(events)
         return self.get_paginated_response([event_payload(e) for e in page or []])
 
@@ -79,7 +90,7 @@ class EventViewSet(viewsets.GenericViewSet):
 
 
 class SummaryInSerializer(serializers.Serializer):
-    project_id = serializers.CharField(max_length=100)
+    project_id = IdentifierField("project_id")
     text = serializers.CharField(max_length=50000)
     derived_from = DerivedFromSerializer(many=True)
     kind = serializers.CharField(max_length=50, default="text")
@@ -117,7 +128,7 @@ class SummaryViewSet(viewsets.ViewSet):
 
 
 class ActionInSerializer(serializers.Serializer):
-    project_id = serializers.CharField(max_length=100)
+    project_id = IdentifierField("project_id")
     kind = serializers.CharField(max_length=100)
     payload = serializers.JSONField(default=dict)
     due_at = AwareDateTimeField()
@@ -154,7 +165,13 @@ class ScheduledActionViewSet(viewsets.ViewSet):
         return Response(action_payload(item), status=status.HTTP_201_CREATED)
 
     def retrieve(self, request: Request, action_id: str) -> Response:
-        return Response(action_payload(lineage.get_action(_principal(request), action_id)))
+        item = lineage.get_action(_principal(request), action_id)
+        # Planned from memory a deletion covers: its payload carries the deleted values. Refused from the
+        # acceptance on (stage 2, read from the tombstones), before the purge blanks it; like a summary.
+        bases = [b.get("memory_id") or "" for b in item.derived_from if isinstance(b, dict)]
+        if tombstones.tombstoned_memory_ids(item.tenant_id, bases):
+            raise Tombstoned("This action was planned from deleted memory; it is withdrawn.")
+        return Response(action_payload(item))
 
     @extend_schema(request=ConfirmSerializer)
     @action(detail=True, methods=["post"])
@@ -176,7 +193,7 @@ class ScheduledActionViewSet(viewsets.ViewSet):
 class ContextLoadSerializer(serializers.Serializer):
     agent_id = serializers.CharField(max_length=150, required=False)
     session_id = serializers.CharField(max_length=200)
-    project_id = serializers.CharField(max_length=100, required=False)
+    project_id = IdentifierField("project_id", required=False)
     memories = DerivedFromSerializer(many=True)
     expires_at = AwareDateTimeField()
 
@@ -239,7 +256,7 @@ class InvalidationViewSet(viewsets.ViewSet):
 
 
 class SearchQuerySerializer(serializers.Serializer):
-    project_id = serializers.CharField(max_length=100, required=False)
+    project_id = IdentifierField("project_id", required=False)
     q = serializers.CharField(max_length=2000)
     k = serializers.IntegerField(min_value=1, max_value=100, default=10)
     include = serializers.ChoiceField(choices=["usable", "all"], default="usable")
@@ -253,6 +270,9 @@ def hit_payload(hit: search.SearchHit) -> dict[str, Any]:
         "score": round(hit.score, 6), "usable": hit.usable,
         "current_memory_id": hit.current.memory_id if hit.current else None,
         "current_value": hit.current.value if hit.current else None,
+        # Why a hit is held back (null when usable), and the valid time that decides "not yet in effect".
+        "reason_code": hit.reason_code, "reason": hit.reason,
+        "valid_from": record.valid_from.isoformat(), "valid_to": record.valid_to.isoformat() if record.valid_to else None,
     }  # fmt: skip
 
 

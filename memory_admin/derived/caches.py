@@ -1,8 +1,17 @@
 """Cached answers, with a manifest of the records each key depends on (so a change finds its keys
-without scanning the cache)."""
+without scanning the cache).
+
+Keys are never built by joining user strings (PRODUCT.md, security rules): `cache_key` hashes a JSON
+array of the whole identifying tuple, so ("pc:s", "t") and ("pc", "s:t") differ, and long identifiers
+are never cut into a shared prefix. Each cached value also carries its tuple, and a read whose tuple does
+not match is a miss, so even a key collision could not hand one fact's answer to another.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -15,16 +24,41 @@ from deletion import tombstones
 from memory_admin.derived.models import CacheEntry
 from memory_admin.memory.models import MemoryRecord
 
+# Bumped when the key scheme or the cached envelope changes, so old entries are simply never read.
+KEY_VERSION = 2
+
+Part = str | int
+# The shape `cache_key` produces; `store` refuses any other key, so no key is ever joined from user strings.
+_KEY_SHAPE = re.compile(r"[a-z_]+:v[0-9]+:[0-9a-f]{64}")
+
+
+def cache_key(kind: str, *parts: Part) -> str:
+    """An unambiguous cache key for (`kind`, *parts): `kind:v2:` and the SHA-256 of the JSON array.
+
+    JSON encodes each part with its type and its own quoting, so no two different tuples share an
+    encoding; the digest has a fixed length, well under memcached's 250 characters and `CacheEntry.key`.
+    """
+    if not re.fullmatch(r"[a-z_]+", kind):
+        raise ValueError(f"cache key kind must be lowercase letters, not {kind!r}")
+    for part in parts:
+        if isinstance(part, bool) or not isinstance(part, str | int):
+            raise TypeError(f"cache key parts are str or int, not {type(part).__name__}")
+    encoded = json.dumps([kind, *parts], ensure_ascii=False, separators=(",", ":"))
+    return f"{kind}:v{KEY_VERSION}:{hashlib.sha256(encoded.encode()).hexdigest()}"
+
 
 def fact_key(tenant_id: int, project_id: str, subject_id: str, predicate: str) -> str:
-    return f"fact:{tenant_id}:{project_id}:{subject_id}:{predicate}"[:250]
+    return cache_key("fact", tenant_id, project_id, subject_id, predicate)
 
 
 def store(tenant_id: int, key: str, value: Any, records: list[MemoryRecord], *, ttl: int, kind: str = "answer") -> None:
     """Cache `value` under `key` and record which records it was built from.
 
     The manifest row is written before the cache key, so a key never exists without its manifest.
+    `key` must come from `cache_key` (or a builder on it, such as `fact_key`).
     """
+    if not _KEY_SHAPE.fullmatch(key):
+        raise ValueError("cache keys are built by cache_key(), never by joining strings")
     if ttl <= 0 or not records:
         return
     with transaction.atomic():
@@ -38,22 +72,35 @@ def store(tenant_id: int, key: str, value: Any, records: list[MemoryRecord], *, 
     cache.set(key, value, timeout=ttl)
 
 
+def answer_ttl(record: MemoryRecord) -> int:
+    """Seconds an answer built on `record` may be served from the cache: the configured time, cut at the
+    record's recheck (it becomes unverified then) and at the end of its validity (a scheduled successor
+    takes over then, even if the valid-time transition task has not run yet)."""
+    now = timezone.now()
+    ttl = settings.FACT_CACHE_SECONDS
+    for until in (record.recheck_after, record.valid_to):
+        if until is not None:
+            ttl = min(ttl, int((until - now).total_seconds()))
+    return ttl
+
+
 def cached_fact(
     tenant_id: int, project_id: str, subject_id: str, predicate: str, compute: Callable[[], tuple[Any, MemoryRecord | None]]
 ) -> Any:  # fmt: skip
     """A fact answer from the cache, or computed and cached until its record changes (evicted by
-    propagation) or its recheck falls due, whichever comes first."""
+    propagation), its recheck falls due or its validity ends, whichever comes first."""
+    identity = ["fact", tenant_id, project_id, subject_id, predicate]
     key = fact_key(tenant_id, project_id, subject_id, predicate)
     hit = cache.get(key)
-    if hit is not None and not tombstones.tombstoned_memory_ids(tenant_id, [hit.get("memory_id") or ""]):
-        return hit
+    if isinstance(hit, dict) and hit.get("key") == identity:
+        value = hit.get("value")
+        memory_id = value.get("memory_id") if isinstance(value, dict) else None
+        if not tombstones.tombstoned_memory_ids(tenant_id, [memory_id or ""]):
+            return value
     value, record = compute()
     if record is not None:
-        ttl = settings.FACT_CACHE_SECONDS
-        if record.recheck_after is not None:
-            ttl = min(ttl, int((record.recheck_after - timezone.now()).total_seconds()))
         try:
-            store(tenant_id, key, value, [record], ttl=ttl)
+            store(tenant_id, key, {"key": identity, "value": value}, [record], ttl=answer_ttl(record))
         except IntegrityError:
             pass  # another request filled the same key at the same moment; its manifest stands
     return value

@@ -28,6 +28,7 @@ from memory_admin.derived.models import (
 )
 from memory_admin.derived.propagation import propagate
 from memory_admin.derived.tasks import embed_summaries
+from memory_admin.memory import validation
 from memory_admin.memory.actions import project_for
 from memory_admin.memory.errors import BaseNotCurrent, Forbidden, InvalidInput, NotFound, Tombstoned
 from memory_admin.memory.models import MemoryRecord
@@ -48,8 +49,8 @@ def _require_writer(principal: Principal) -> None:
 
 
 def _aware(name: str, moment: datetime | None) -> None:
-    if moment is not None and timezone.is_naive(moment):
-        raise InvalidInput({name: ["Give a timezone-aware ISO 8601 datetime (with an offset or Z)."]})
+    """With an offset and in range (memory.validation): a row out of range could not be read back."""
+    validation.check_datetimes(**{name: moment})
 
 
 def is_current(record: MemoryRecord, now: datetime) -> bool:
@@ -106,6 +107,7 @@ def log_event(
     """Append a raw conversation event to the log store."""
     _require_writer(principal)
     _aware("occurred_at", occurred_at)
+    validation.check_identifiers(project_id=project_id, subject_ids=list(subject_ids))
     with tombstones.refusals_logged("event", principal.name), transaction.atomic():
         tombstones.refuse_event(principal.tenant_id, project_id, subject_ids, occurred_at)  # type: ignore[arg-type]
         project = project_for(principal.tenant, project_id)  # type: ignore[arg-type]
@@ -176,9 +178,10 @@ def regenerate_summary(summary: Summary) -> Summary | None:
     now = timezone.now()
     heads = []
     for base in summary.bases.select_related("record", "record__project"):
-        head = MemoryRecord.objects.filter(
+        # The fact's current record, not its head: a successor scheduled ahead is the head before it is in effect.
+        head = MemoryRecord.objects.current(now).filter(
             tenant_id=base.record.tenant_id, project_id=base.record.project_id, subject_id=base.record.subject_id,
-            predicate=base.record.predicate, is_head=True,
+            predicate=base.record.predicate,
         ).first()  # fmt: skip
         if head is None or not is_current(head, now):
             return None

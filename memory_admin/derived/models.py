@@ -4,10 +4,11 @@ of what stale propagation did to each dependant."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Collection, Iterable
+from typing import Any, cast
 
 from django.conf import settings
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -28,8 +29,48 @@ class PublicIdModel(models.Model):
         super().save(*args, **kwargs)
 
 
+# The longest subject id an event can be tagged with (the events API's limit).
+SUBJECT_ID_MAX_LENGTH = 200
+
+
+def subject_tags(subject_ids: Any) -> list[str]:
+    """The distinct subject ids an event's `subject_ids` tags it with, in order (anything else is ignored)."""
+    if not isinstance(subject_ids, list):
+        return []
+    tags = (s for s in subject_ids if isinstance(s, str) and 0 < len(s) <= SUBJECT_ID_MAX_LENGTH)
+    return list(dict.fromkeys(tags))
+
+
+class EventQuerySet(models.QuerySet["Event"]):
+    # (ignore: django-stubs leaves the parent's model type unbound in a QuerySet subclass)
+    def bulk_create(  # type: ignore[override]
+        self,
+        objs: Iterable[Event],
+        batch_size: int | None = None,
+        ignore_conflicts: bool = False,
+        update_conflicts: bool = False,
+        update_fields: Collection[str] | None = None,
+        unique_fields: Collection[str] | None = None,
+    ) -> list[Event]:
+        """Events and their EventSubject rows together (the rows need the events' ids: both backends
+        return them from a bulk insert, except with ignore_conflicts, whose skipped rows have none)."""
+        with transaction.atomic(using=self.db, savepoint=False):
+            created: Any = super().bulk_create(
+                cast(Any, objs), batch_size, ignore_conflicts, update_conflicts, update_fields, unique_fields
+            )
+            events = cast(list[Event], created)
+            rows = [row for event in events if event.pk is not None for row in event.subject_rows()]
+            # An upserted event may already have its rows: those are left as they are.
+            EventSubject.objects.using(self.db).bulk_create(rows, batch_size=batch_size, ignore_conflicts=True)
+        return events
+
+
 class Event(PublicIdModel):
-    """A raw conversation event (the log store). Append-only; a deletion may only redact its text."""
+    """A raw conversation event (the log store). Append-only; a deletion may only redact its text.
+
+    `subject_ids` is what the API reads and writes; its EventSubject rows are what lookups by subject use
+    (a JSON containment lookup is PostgreSQL-only and unindexed). `save` and `bulk_create` keep both in step.
+    """
 
     public_prefix = "evt"
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
@@ -51,8 +92,62 @@ class Event(PublicIdModel):
             models.Index(fields=["tenant", "session_id", "id"], name="event_session"),
         ]
 
+    objects = EventQuerySet.as_manager()
+
     def __str__(self) -> str:
         return f"{self.public_id} {self.session_id} {self.actor}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        adding = self._state.adding
+        update_fields = kwargs.get("update_fields")
+        with transaction.atomic(using=kwargs.get("using")):
+            super().save(*args, **kwargs)
+            if adding:
+                EventSubject.objects.using(self._state.db).bulk_create(self.subject_rows())
+            elif update_fields is None or "subject_ids" in update_fields:
+                self.sync_subjects()
+
+    def subject_rows(self) -> list[EventSubject]:
+        return [
+            EventSubject(event_id=self.pk, tenant_id=self.tenant_id, project_id=self.project_id, subject_id=s)
+            for s in subject_tags(self.subject_ids)
+        ]
+
+    def sync_subjects(self) -> None:
+        """Make the EventSubject rows match `subject_ids` (after a save that may have changed it)."""
+        rows = EventSubject.objects.using(self._state.db).filter(event_id=self.pk)
+        wanted = subject_tags(self.subject_ids)
+        rows.exclude(subject_id__in=wanted).delete()
+        have = set(rows.values_list("subject_id", flat=True))
+        EventSubject.objects.using(self._state.db).bulk_create(
+            [r for r in self.subject_rows() if r.subject_id not in have]
+        )
+
+
+class EventSubject(models.Model):
+    """One subject an event is tagged with: a subject's lines are an index lookup on every backend.
+
+    Tenant and project are copied from the event (never change: events are append-only), so the lookup
+    stays inside one tenant's (and project's) part of the index even when subject ids repeat across tenants.
+    """
+
+    event = models.ForeignKey(Event, on_delete=models.CASCADE, related_name="subjects", db_index=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+", db_index=False)
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="+", db_index=False)
+    subject_id = models.CharField(max_length=SUBJECT_ID_MAX_LENGTH)
+
+    class Meta:
+        constraints = [
+            # Also the index that finds an event's rows (redaction, cascade).
+            models.UniqueConstraint(fields=["event", "subject_id"], name="event_subject_unique"),
+        ]
+        indexes = [
+            # A tenant's events about a subject (the events API), optionally in one project (deletion).
+            models.Index(fields=["tenant", "subject_id", "project", "event"], name="event_subject_lookup"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event_id} ∋ {self.subject_id}"
 
 
 class Lineage(models.TextChoices):

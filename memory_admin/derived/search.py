@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
 
+from django.db.models import Q
 from django.utils import timezone
 
 from memory_admin.accounts.models import Principal
@@ -14,6 +15,8 @@ from memory_admin.memory.models import MemoryRecord
 # Hits are over-fetched before the database check, so held-back copies do not shrink the answer.
 OVERFETCH = 4
 
+Status = MemoryRecord.Status
+
 
 @dataclass
 class SearchHit:
@@ -21,18 +24,39 @@ class SearchHit:
     score: float
     usable: bool
     current: MemoryRecord | None  # the fact's current record, when this hit is not it
+    # Why the hit is held back (None when usable): a code from REASONS and a sentence a person can read.
+    reason_code: str | None = None
+    reason: str | None = None
+    # For a usable hit whose successor is already recorded: the successor, in effect from `record.valid_to`.
+    next: MemoryRecord | None = None
 
 
 @dataclass
 class SearchResult:
     results: list[SearchHit]
-    held_back: list[SearchHit]  # stale copies the usable filter kept from the agent
+    held_back: list[SearchHit]  # copies the usable filter kept from the agent, each with its reason
+    # Index entries whose record no read path returns any more (tombstoned by a deletion, or purged):
+    # counted, never shown, so a deleted memory's id or value cannot leak through the preview.
+    dropped: int = 0
 
 
-def search(principal: Principal, *, project_id: str | None, q: str, k: int, include_all: bool = False) -> SearchResult:
-    """The index proposes; the database decides. A hit is usable only if its record is the current belief
-    now (accepted, the fact's head, valid now) — whatever the index entry says, so an entry not yet
-    refreshed after a change can never hand a stale value to an agent."""
+def search(
+    principal: Principal,
+    *,
+    project_id: str | None,
+    q: str,
+    k: int,
+    include_all: bool = False,
+    now: datetime | None = None,
+) -> SearchResult:
+    """The index proposes; the database decides, at the query time `now`.
+
+    A hit is usable only if its record is the current belief at `now` (accepted and valid then), whatever
+    the index entry's stored flag says. So an entry not yet refreshed after a change never hands a stale
+    value to an agent, and a value whose successor is not in effect yet is still today's answer even
+    before (or without) the valid-time transition task re-marking the index.
+    """
+    now = now or timezone.now()
     tenant_id: int = principal.tenant_id  # type: ignore[assignment]
     hits = get_index().search(
         tenant_id=tenant_id, project_id=project_id, text=q, k=k * OVERFETCH, usable_only=False, kind="record"
@@ -41,35 +65,77 @@ def search(principal: Principal, *, project_id: str | None, q: str, k: int, incl
         r.memory_id: r
         for r in MemoryRecord.objects.filter(
             tenant_id=principal.tenant_id, memory_id__in=[h.object_id for h in hits]
-        ).select_related("project", "issuer")
+        ).select_related("project", "issuer", "superseded_by")
     }
-    now = timezone.now()
     ranked = [(by_id[h.object_id], h.score) for h in hits if h.object_id in by_id]
-    stale = [record for record, _ in ranked if not record.is_current_at(now)]
-    heads = _current_of(stale, now)
+    dropped = len(hits) - len(ranked)
+    currents = _current_of([record for record, _ in ranked], now)
     usable: list[SearchHit] = []
     held_back: list[SearchHit] = []
     for record, score in ranked:
         ok = record.is_current_at(now)
-        hit = SearchHit(record=record, score=score, usable=ok, current=None if ok else heads.get(_fact(record)))
-        (usable if ok else held_back).append(hit)
+        if ok:
+            hit = SearchHit(record=record, score=score, usable=True, current=None, next=_successor(record))
+            usable.append(hit)
+        else:
+            code, reason = held_back_reason(record, now)
+            hit = SearchHit(record=record, score=score, usable=False, current=currents.get(_fact(record)),
+                            reason_code=code, reason=reason)  # fmt: skip
+            held_back.append(hit)
     if include_all:
-        return SearchResult(results=sorted(usable + held_back, key=lambda h: -h.score)[:k], held_back=[])
-    return SearchResult(results=usable[:k], held_back=held_back[:k])
+        results = sorted(usable + held_back, key=lambda h: -h.score)[:k]
+        return SearchResult(results=results, held_back=[], dropped=dropped)
+    return SearchResult(results=usable[:k], held_back=held_back[:k], dropped=dropped)
+
+
+# Codes of `SearchHit.reason_code` (the API's `reason_code`).
+REASONS = ("superseded", "excluded", "expired", "disputed", "not_yet_in_effect", "tombstoned")
+
+
+def held_back_reason(record: MemoryRecord, now: datetime) -> tuple[str, str]:
+    """Why `record` is not handed to an agent at `now`: a code from REASONS and a readable sentence."""
+    successor = record.superseded_by
+    if record.status == Status.ACCEPTED:
+        if record.valid_from > now:
+            return "not_yet_in_effect", f"Not yet in effect: takes effect {record.valid_from.isoformat()}."
+        # Accepted, but its validity has ended; the transition task has not settled it yet.
+        if successor is not None:
+            return "superseded", f"Superseded by {successor.memory_id} from {_iso(record.valid_to)}."
+        return "expired", f"Expired: its validity ended {_iso(record.valid_to)}."
+    if record.status == Status.SUPERSEDED:
+        return "superseded", f"Superseded by {successor.memory_id}." if successor is not None else "Superseded."
+    if record.status == Status.EXCLUDED:
+        why = record.status_reason or "kept, but never put into an agent's context"
+        return "excluded", f"Excluded: {why}"
+    if record.status == Status.EXPIRED:
+        return "expired", f"Expired: its validity ended {_iso(record.valid_to)}."
+    if record.status == Status.DISPUTED:
+        return "disputed", "Disputed: sources disagree and no rule orders them; an owner must resolve it."
+    # A tombstoned record never reaches here through the live manager; kept so every status has a reason.
+    return "tombstoned", "Tombstoned by a deletion request."
+
+
+def _iso(moment: datetime | None) -> str:
+    return moment.isoformat() if moment else "(unknown)"
+
+
+def _successor(record: MemoryRecord) -> MemoryRecord | None:
+    """The recorded successor of a usable record: it takes over when `record.valid_to` passes."""
+    successor = record.superseded_by
+    return successor if successor is not None and record.valid_to is not None else None
 
 
 def _fact(record: MemoryRecord) -> tuple[int, str, str]:
     return (record.project_id, record.subject_id, record.predicate)
 
 
-def _current_of(records: list[MemoryRecord], now: Any) -> dict[tuple[int, str, str], MemoryRecord]:
-    if not records:
+def _current_of(records: list[MemoryRecord], now: datetime) -> dict[tuple[int, str, str], MemoryRecord]:
+    """The current record at `now` of each fact that a held-back hit belongs to (usable hits are their own)."""
+    held = [r for r in records if not r.is_current_at(now)]
+    if not held:
         return {}
-    heads = MemoryRecord.objects.filter(
-        tenant_id=records[0].tenant_id,
-        is_head=True,
-        subject_id__in={r.subject_id for r in records},
-        predicate__in={r.predicate for r in records},
-        project_id__in={r.project_id for r in records},
-    )
-    return {_fact(h): h for h in heads if h.is_current_at(now)}
+    facts = Q()
+    for project_id, subject_id, predicate in {_fact(r) for r in held}:
+        facts |= Q(project_id=project_id, subject_id=subject_id, predicate=predicate)
+    currents = MemoryRecord.objects.filter(tenant_id=held[0].tenant_id).current(now).filter(facts)
+    return {_fact(r): r for r in currents}

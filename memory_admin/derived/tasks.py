@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from celery import shared_task
+from datetime import datetime
 
-from memory_admin.derived.models import Summary
+from celery import shared_task
+from django.db import transaction
+from django.db.models import Exists, F, OuterRef
+from django.utils import timezone
+
+from memory_admin.derived.models import Propagation, Summary
 from memory_admin.memory.models import MemoryRecord
+from memory_admin.queueing import enqueue_batched_after_commit
+
+# The Propagation action that marks a record's vector entry as refreshed once its valid_from passed.
+CAME_INTO_EFFECT = "marked_usable"
 
 
 def record_text(record: MemoryRecord) -> str:
@@ -15,9 +24,8 @@ def record_text(record: MemoryRecord) -> str:
 @shared_task(autoretry_for=(OSError,), retry_backoff=True, max_retries=5)
 def refresh_record_vectors(memory_ids: list[str]) -> int:
     """Embed records (or re-mark them): each entry carries memory_id and revision, and is usable only
-    while its record is the current belief. Idempotent: it reads the records' state now."""
-    from django.utils import timezone
-
+    while its record is the current belief (accepted and valid now: a successor not yet in effect is
+    unusable, today's value stays usable until the hand-over). Idempotent: it reads the records' state now."""
     from memory_admin.derived.vectors import VectorEntry, get_index
 
     # The live manager leaves out tombstoned records, so a refresh queued before a deletion and run
@@ -42,6 +50,42 @@ def refresh_record_vectors(memory_ids: list[str]) -> int:
         ]
     )
     return len(records)
+
+
+def mark_records_in_effect(now: datetime | None = None, *, limit: int = 5000) -> list[str]:
+    """The other half of the valid-time transition: records asserted ahead of their `valid_from` (a rule
+    effective tomorrow, a scheduled successor) start being the current belief when it passes.
+
+    Their vector entries were written unusable ("not yet in effect"); this re-marks them, once per record:
+    a Propagation row (vector, `marked_usable`) says it was done and shows on the fact page. Retrieval never
+    waits for it — search decides at query time from the database — it keeps the index's stored flag true.
+    Returns the memory ids whose entries are refreshed (after commit, by `refresh_record_vectors`).
+    """
+    now = now or timezone.now()
+    done = Propagation.objects.filter(
+        record=OuterRef("pk"), dependant_kind=Propagation.Kind.VECTOR, action=CAME_INTO_EFFECT
+    )
+    with transaction.atomic():
+        due = list(
+            MemoryRecord.objects.current(now)
+            .filter(valid_from__gt=F("recorded_from"))
+            .filter(~Exists(done))
+            .select_for_update(skip_locked=True)  # a concurrent run takes other rows, never the same twice
+            .only("pk", "tenant_id", "memory_id", "valid_from")
+            .order_by("valid_from")[:limit]
+        )
+        Propagation.objects.bulk_create(
+            [
+                Propagation(tenant_id=r.tenant_id, record_id=r.pk, dependant_kind=Propagation.Kind.VECTOR,
+                            dependant_id=f"record:{r.memory_id}", action=CAME_INTO_EFFECT, at=now,
+                            reason=f"Came into effect (valid from {r.valid_from.isoformat()}).")
+                for r in due
+            ]
+        )  # fmt: skip
+        ids = [r.memory_id for r in due]
+        if ids:
+            enqueue_batched_after_commit(refresh_record_vectors, ids)
+    return ids
 
 
 @shared_task(autoretry_for=(OSError,), retry_backoff=True, max_retries=5)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -23,8 +24,8 @@ from deletion import tombstones
 from memory_admin.accounts.models import Principal, Tenant
 from memory_admin.derived.models import Event
 from memory_admin.derived.propagation import propagate
-from memory_admin.derived.tasks import refresh_record_vectors
-from memory_admin.memory import audit
+from memory_admin.derived.tasks import mark_records_in_effect, refresh_record_vectors
+from memory_admin.memory import audit, task_failures, validation
 from memory_admin.memory.errors import (
     DisputeOpen,
     ExpectedRevisionRequired,
@@ -40,6 +41,7 @@ from memory_admin.memory.ranking import compare_source_revisions, source_rank
 from memory_admin.queueing import enqueue_batched_after_commit
 
 Status = MemoryRecord.Status
+logger = logging.getLogger(__name__)
 
 
 class Outcome(enum.StrEnum):
@@ -73,10 +75,8 @@ class Assertion:
     event_ids: list[str] | None = None
 
 
+# Free text (not identifiers): kept as given, within these lengths and without control characters.
 _TEXT_LIMITS = {
-    "project_id": 100,
-    "subject_id": 200,
-    "predicate": 200,
     "source_canonical_ref": 500,
     "source_revision": 100,
 }
@@ -85,16 +85,23 @@ _TEXT_LIMITS = {
 def validate_assertion(a: Assertion) -> None:
     """Step 1 of the decision order: refuse malformed input with a reason per field."""
     errors: dict[str, list[str]] = {}
+    for name, max_length in validation.IDENTIFIER_MAX_LENGTH.items():
+        if problems := validation.identifier_problems(getattr(a, name), max_length):
+            errors[name] = problems
     for name, max_length in _TEXT_LIMITS.items():
         text = getattr(a, name)
         if not isinstance(text, str) or not text.strip():
             errors.setdefault(name, []).append("This field is required and may not be blank.")
         elif len(text) > max_length:
             errors.setdefault(name, []).append(f"At most {max_length} characters.")
+        elif problems := validation.text_problems(text):
+            errors.setdefault(name, []).extend(problems)
+    if a.valid_from is None:
+        errors["valid_from"] = ["This field is required."]
     for name in ("valid_from", "valid_to"):
         moment = getattr(a, name)
-        if moment is not None and (not isinstance(moment, datetime) or timezone.is_naive(moment)):
-            errors.setdefault(name, []).append("Give a timezone-aware ISO 8601 datetime (with an offset or Z).")
+        if moment is not None and (problems := validation.datetime_problems(moment)):
+            errors.setdefault(name, []).extend(problems)
     if isinstance(a.valid_from, datetime) and isinstance(a.valid_to, datetime) and "valid_from" not in errors:
         if "valid_to" not in errors and a.valid_to <= a.valid_from:
             errors.setdefault("valid_to", []).append("Must be later than valid_from.")
@@ -129,13 +136,14 @@ def _recheck_after(policy: FieldPolicy | None, verified_at: datetime | None, now
     if policy is None or policy.recheck_interval is None:
         return None
     # A value never fetched from the canonical source is due for a recheck at once (rule 7).
-    return (verified_at + policy.recheck_interval) if verified_at else now
+    # Policies are bounded on input; the min() keeps a row saved before that bound from breaking every write.
+    return (verified_at + min(policy.recheck_interval, validation.MAX_DURATION)) if verified_at else now
 
 
 def _retain_until(policy: FieldPolicy | None, now: datetime) -> datetime | None:
     if policy is None or policy.retention_days is None:
         return None
-    return now + timedelta(days=policy.retention_days)
+    return now + timedelta(days=min(policy.retention_days, validation.MAX_RETENTION_DAYS))
 
 
 def _cut_overlapping(
@@ -178,7 +186,9 @@ _PROJECT_IDS: dict[tuple[int, str], int] = {}
 
 def project_for(tenant: Tenant, key: str) -> Project:
     """The tenant's project `key`, created on first use. Projects are never deleted, so their ids
-    are remembered per process (one query less on every write)."""
+    are remembered per process (one query less on every write). A key that is not a valid identifier
+    is refused (400) before anything is created."""
+    validation.check_identifiers(project_id=key)
     pk = _PROJECT_IDS.get((tenant.pk, key))
     if pk is not None:
         return Project(pk=pk, tenant=tenant, key=key)
@@ -529,8 +539,7 @@ def expire_record(
     """End the record's validity (now, or at `valid_to`) and keep it as history (rule 2b)."""
     _require_curator(principal)
     reason = _require_reason(reason)
-    if valid_to is not None and timezone.is_naive(valid_to):
-        raise InvalidInput({"valid_to": ["Give a timezone-aware ISO 8601 datetime (with an offset or Z)."]})
+    validation.check_datetimes(valid_to=valid_to)
     now = now or timezone.now()
     with transaction.atomic():
         record = get_record(principal, memory_id, for_update=True)
@@ -645,19 +654,56 @@ def resolve_dispute(
 
 def settle_valid_time_transitions(now: datetime | None = None) -> int:
     """Move accepted records whose validity has ended to `superseded` (a successor took over) or
-    `expired` (none did). The belief did not change, so record time is left as it is."""
+    `expired` (none did). The belief did not change, so record time is left as it is.
+
+    1. Only the ids of the rows due are read first: loading a whole row is what fails on a corrupt one.
+    2. Each tenant's rows settle in their own transaction, so one tenant never holds back another.
+    3. If a tenant's batch fails, its rows are retried one by one; a row that still fails is logged,
+       recorded as a `task.failed` audit event (shown on the overview page) and skipped.
+    """
     now = now or timezone.now()
+    due = MemoryRecord.objects.filter(status=Status.ACCEPTED, valid_to__lte=now).order_by("tenant_id", "pk")
+    by_tenant: dict[int, list[tuple[int, str]]] = {}
+    for pk, tenant_id, memory_id in due.values_list("pk", "tenant_id", "memory_id"):
+        by_tenant.setdefault(tenant_id, []).append((pk, memory_id))
     count = 0
+    for tenant_id, rows in by_tenant.items():
+        try:
+            count += _settle_rows([pk for pk, _ in rows], now)
+            continue
+        except Exception:
+            logger.warning("Valid-time transitions of tenant %s failed as a batch; settling row by row.", tenant_id)
+        for pk, memory_id in rows:
+            try:
+                count += _settle_rows([pk], now)
+            except Exception as exc:
+                task_failures.record_failure(
+                    tenant_id=tenant_id, task="settle_valid_time_transitions", object_type="record",
+                    object_id=memory_id, error=exc, now=now,
+                )  # fmt: skip
+    # The other half of the hand-over: records whose valid_from has passed get usable index entries.
+    # Search already decides at query time; this keeps the index's stored flag true. Never fatal here.
+    try:
+        mark_records_in_effect(now)
+    except Exception:
+        logger.exception("Re-marking records that came into effect failed; the next run retries.")
+    return count
+
+
+def _settle_rows(pks: list[int], now: datetime) -> int:
+    """Settle the rows `pks` (of one tenant) that are still accepted and past their validity, in one
+    transaction."""
     with transaction.atomic():
-        ended = list(MemoryRecord.objects.select_for_update().filter(status=Status.ACCEPTED, valid_to__lte=now))
-        for tenant_id in {r.tenant_id for r in ended}:
-            mine = [r for r in ended if r.tenant_id == tenant_id]
-            successors = [r.pk for r in mine if r.superseded_by_id]
-            count += MemoryRecord.objects.filter(pk__in=successors).update(status=Status.SUPERSEDED)
-            count += MemoryRecord.objects.filter(pk__in=[r.pk for r in mine if not r.superseded_by_id]).update(
-                status=Status.EXPIRED
-            )
-            propagate(mine, reason="Its validity ended.", now=now)
-        if ended:
-            _embed_after_commit(*ended)
+        ended = list(
+            MemoryRecord.objects.select_for_update().filter(pk__in=pks, status=Status.ACCEPTED, valid_to__lte=now)
+        )
+        if not ended:
+            return 0
+        successors = [r.pk for r in ended if r.superseded_by_id]
+        count = MemoryRecord.objects.filter(pk__in=successors).update(status=Status.SUPERSEDED)
+        count += MemoryRecord.objects.filter(pk__in=[r.pk for r in ended if not r.superseded_by_id]).update(
+            status=Status.EXPIRED
+        )
+        propagate(ended, reason="Its validity ended.", now=now)
+        _embed_after_commit(*ended)
     return count

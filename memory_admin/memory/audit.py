@@ -8,9 +8,48 @@ from datetime import datetime
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
+from django.db import models
 
 from memory_admin.accounts.models import Principal, Tenant
 from memory_admin.memory.models import AuditEvent, MemoryRecord
+
+
+class Action(models.TextChoices):
+    """The audit log's vocabulary: every action any layer writes, in one list.
+
+    Writers above this layer (deletion) use these values too; the audit page's action filter is built
+    from this list, and tests/test_dashboard_small_fixes.py checks that every action written in the code is
+    in it. Values are plain strings, so an event written as "record.excluded" equals Action.RECORD_EXCLUDED.
+    """
+
+    RECORD_ASSERTED_CREATED = "record.asserted.created"
+    RECORD_ASSERTED_HISTORY = "record.asserted.history"
+    RECORD_ASSERTED_DISPUTED = "record.asserted.disputed"
+    RECORD_SUPERSEDED = "record.superseded"
+    RECORD_DISPUTED = "record.disputed"
+    RECORD_EXCLUDED = "record.excluded"
+    RECORD_EXPIRED = "record.expired"
+    RECORD_DISPUTE_RESOLVED = "record.dispute_resolved"
+    # One per recheck outcome (RecheckAttempt.Outcome): "record.rechecked.<outcome>".
+    RECORD_RECHECKED_VERIFIED_UNCHANGED = "record.rechecked.verified_unchanged"
+    RECORD_RECHECKED_VERIFIED_CHANGED = "record.rechecked.verified_changed"
+    RECORD_RECHECKED_SOURCE_UNAVAILABLE = "record.rechecked.source_unavailable"
+    RECORD_RECHECKED_SOURCE_AMBIGUOUS = "record.rechecked.source_ambiguous"
+    RECORD_RECHECKED_NOT_CHECKED = "record.rechecked.not_checked"
+    DISPUTE_OPENED = "dispute.opened"
+    DISPUTE_RESOLVED = "dispute.resolved"
+    POLICY_CREATED = "policy.created"
+    POLICY_UPDATED = "policy.updated"
+    POLICY_DELETED = "policy.deleted"
+    DELETION_REQUESTED = "deletion.requested"
+    DELETION_APPROVED = "deletion.approved"
+    DELETION_CANCELLED = "deletion.cancelled"
+    DELETION_REOPENED = "deletion.reopened"
+    DELETION_PURGE_CONFIRMED = "deletion.purge_confirmed"
+    TOMBSTONE_LIFTED = "tombstone.lifted"
+    # A background task skipped one row (memory.task_failures).
+    TASK_FAILED = "task.failed"
+
 
 _SNAPSHOT_FIELDS = (
     "status",

@@ -214,10 +214,15 @@ class MemoryRecord(models.Model):
         return f"{self.memory_id} {self.subject_id}.{self.predicate} r{self.revision}"
 
     def is_current_at(self, now: datetime) -> bool:
-        """The current belief at `now`: accepted, the fact's head, and valid then."""
+        """The current belief at `now`: accepted and valid then (as `RecordQuerySet.current`).
+
+        Not "the fact's head": the head is the compare-and-swap target, and after a future-effective
+        assertion it is the successor that is not in effect yet, while today's record (no longer the head)
+        stays the answer until the hand-over. At most one accepted record per fact covers any instant
+        (`record_one_belief_per_valid_instant`), so this names one record per fact.
+        """
         return (
             self.status == self.Status.ACCEPTED
-            and self.is_head
             and self.valid_from <= now
             and (self.valid_to is None or self.valid_to > now)
         )
@@ -368,6 +373,9 @@ class AuditEvent(models.Model):
         indexes = [
             # The audit log page: newest first per tenant, and the events of one object.
             models.Index(fields=["tenant", "-id"], name="audit_tenant_newest"),
+            # The audit page and the overview's "Recent changes" order by the time shown (AUDIT_ORDER), and the
+            # audit page's cursor starts at `at <= cursor`.
+            models.Index(fields=["tenant", "-at", "-id"], name="audit_tenant_at_newest"),
             models.Index(
                 fields=["tenant", "object_type", "object_id"],
                 name="audit_tenant_object",

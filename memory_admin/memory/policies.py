@@ -9,7 +9,7 @@ from django.utils import timezone
 from django.utils.duration import duration_iso_string
 
 from memory_admin.accounts.models import Principal, Tenant
-from memory_admin.memory import audit
+from memory_admin.memory import audit, validation
 from memory_admin.memory.connectors import validate_source
 from memory_admin.memory.errors import Forbidden, InvalidInput, IssuerNotAuthorized
 from memory_admin.memory.models import FieldPolicy, Project
@@ -63,6 +63,7 @@ def save_field_policy(
     problems = validate_canonical_source(data.get("canonical_source", instance.canonical_source if instance else None))
     if problems:
         raise InvalidInput({"canonical_source": problems})
+    _validate_policy_fields(data)
     with transaction.atomic():
         before = _policy_snapshot(instance) if instance else None
         policy = instance or FieldPolicy(tenant_id=principal.tenant_id)
@@ -82,6 +83,21 @@ def save_field_policy(
             object_type="field_policy", object_id=str(policy.pk), before=before, after=_policy_snapshot(policy),
         )  # fmt: skip
     return policy
+
+
+def _validate_policy_fields(data: dict[str, Any]) -> None:
+    """Identifiers in the shared character set; an interval and a retention period the product can add to
+    a date (memory.validation)."""
+    ids = {name: data[name] for name in ("project_id", "predicate") if data.get(name) is not None}
+    validation.check_identifiers(**ids)
+    errors = {}
+    interval = data.get("recheck_interval")
+    if interval is not None and (problems := validation.duration_problems(interval)):
+        errors["recheck_interval"] = problems
+    if problems := validation.retention_days_problems(data.get("retention_days")):
+        errors["retention_days"] = problems
+    if errors:
+        raise InvalidInput(errors)
 
 
 def delete_field_policy(principal: Principal, policy: FieldPolicy) -> None:

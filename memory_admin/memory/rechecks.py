@@ -17,7 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from memory_admin.accounts.models import Principal, Role, Tenant
-from memory_admin.memory import audit
+from memory_admin.memory import audit, validation
 from memory_admin.memory.actions import Assertion, Outcome, assert_fact
 from memory_admin.memory.connectors import (
     CannotFetch,
@@ -108,7 +108,7 @@ def record_recheck(
         if outcome == Result.VERIFIED_UNCHANGED:
             locked.last_verified_at = now
             interval = policy.recheck_interval if policy else None
-            locked.recheck_after = now + interval if interval else None
+            locked.recheck_after = now + min(interval, validation.MAX_DURATION) if interval else None
             locked.recheck_claimed_at = None
             locked.attention = ""
             locked.save(update_fields=["last_verified_at", "recheck_after", "recheck_claimed_at", "attention"])
@@ -239,9 +239,13 @@ def report_recheck(
 ) -> RecheckAttempt:
     """An outcome reported by an agent (API) or a person (manual verification in the dashboard).
 
-    Only a report from the field's canonical source can verify: the reporter must be authorized for
-    the field, and either the field is verified manually or the report names a source under the
-    field's canonical prefix. Failures are recorded from any writer of the tenant.
+    1. The reporter must be allowed to write, and for a verified outcome allowed to issue the field
+       (403 otherwise); a verified report must be consistent with itself (400).
+    2. A verified outcome counts only from a principal the policy names as the field's canonical
+       source (see `not_the_source`). Any other verified report is stored as not_checked, with the
+       claim (outcome, source_ref, revision, value) kept on the attempt: a `source_ref` the client
+       writes is a claim, never proof, whatever prefix it carries.
+    Failures are recorded from any writer of the tenant.
     """
     if outcome not in Result.values:
         raise InvalidInput({"outcome": [f"Use one of {', '.join(Result.values)}."]})
@@ -250,23 +254,40 @@ def report_recheck(
     if outcome in (Result.VERIFIED_UNCHANGED, Result.VERIFIED_CHANGED):
         policy = policy_for(record.tenant_id, record.project.key, record.predicate)
         authorize_issuer(reporter, policy)
-        manual = bool(policy and policy.canonical_source and policy.canonical_source.get("connector") == "manual")
-        ref = source_ref or record.source_canonical_ref
-        prefix = policy.canonical_ref_prefix if policy else ""
-        if not manual and not (prefix and ref.startswith(prefix)):
-            raise Forbidden(
-                "Only a value read from this field's canonical source verifies it"
-                + (f" (a source under {prefix!r})." if prefix else "; the field's policy names none."),
-                code_override="not_canonical_source",
-            )
         if outcome == Result.VERIFIED_CHANGED and observed_value is None:
             raise InvalidInput({"observed_value": ["A changed value needs the value observed."]})
         if outcome == Result.VERIFIED_UNCHANGED and observed_value is not None and observed_value != record.value:
             raise InvalidInput({"observed_value": ["Differs from the record's value; report verified_changed."]})
+        why_not = not_the_source(reporter, policy)
+        if why_not:
+            claim = f"The report claimed {outcome}" + (f" from source_ref {source_ref!r}" if source_ref else "")
+            claim += f" at revision {source_revision!r}." if source_revision else "."
+            error = f"Not verified: {why_not} {claim} {error}".strip()
+            outcome = Result.NOT_CHECKED
     return record_recheck(
         record, outcome=outcome, trigger=trigger, observed_value=observed_value, source_revision=source_revision,
         source_ref=source_ref, reporter=reporter, issuer=reporter, error=error,
     )  # fmt: skip
+
+
+def not_the_source(principal: Principal, policy: FieldPolicy | None) -> str:
+    """Why `principal`'s report cannot count as read from the field's canonical source ("" when it can).
+
+    The policy names who speaks for its source: the principals listed in `canonical_source.reporters`
+    (any connector), and, for a field verified manually, a person allowed to issue it (the person is
+    the source). The recheck engine itself needs no report: it fetches.
+    """
+    connector = connector_for(policy.canonical_source if policy else None)
+    if policy is None:
+        return "this field has no policy, so nothing names its canonical source."
+    if connector is None:
+        return "the field's policy names no canonical source."
+    if principal.name in connector.reporters:
+        return ""
+    if not connector.can_fetch and principal.kind == Principal.Kind.HUMAN:
+        return ""
+    who = f"'{principal.name}' is not one of the principals the policy names for its canonical source"
+    return f"{who} (canonical_source.reporters)" + ("; the server fetches it itself." if connector.can_fetch else ".")
 
 
 def claim_due(now: datetime | None = None, *, limit: int = 500) -> list[int]:

@@ -8,7 +8,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import transaction
 
-from memory_admin.memory import actions, rechecks
+from memory_admin.memory import actions, rechecks, task_failures
 from memory_admin.memory.models import MemoryRecord, RecheckAttempt
 
 # A source that cannot be reached is retried this many times with growing pauses, then left for
@@ -18,7 +18,8 @@ RECHECK_RETRIES = 3
 
 @shared_task
 def settle_valid_time_transitions() -> int:
-    """Beat task: records whose validity ended become superseded or expired (see actions)."""
+    """Beat task: records whose validity ended become superseded or expired (see actions). A row that
+    cannot be settled is recorded and skipped there; it never stops the sweep for other rows or tenants."""
     return actions.settle_valid_time_transitions()
 
 
@@ -33,11 +34,23 @@ def sweep_due_rechecks(limit: int = 500) -> int:
 
 @shared_task(bind=True, max_retries=RECHECK_RETRIES)
 def recheck_record(self: Any, record_id: int) -> str:
-    record = MemoryRecord.objects.select_related("project").filter(pk=record_id).first()
-    if record is None or record.status != MemoryRecord.Status.ACCEPTED or not record.is_head:
-        MemoryRecord.objects.filter(pk=record_id).update(recheck_claimed_at=None)
-        return "skipped"
-    attempt = rechecks.recheck_now(record, trigger=RecheckAttempt.Trigger.SWEEP)
+    try:
+        with transaction.atomic():  # a row that cannot be loaded leaves the connection usable
+            record = MemoryRecord.objects.select_related("project").filter(pk=record_id).first()
+        if record is None or record.status != MemoryRecord.Status.ACCEPTED or not record.is_head:
+            MemoryRecord.objects.filter(pk=record_id).update(recheck_claimed_at=None)
+            return "skipped"
+        attempt = rechecks.recheck_now(record, trigger=RecheckAttempt.Trigger.SWEEP)
+    except Exception as exc:
+        # A row that cannot be rechecked (corrupt legacy data, say) is shown to its tenant; its claim is
+        # kept, so the sweep tries it again only after the claim's lease, and never blocks other rows.
+        ids = MemoryRecord.objects.filter(pk=record_id).values_list("tenant_id", "memory_id").first()
+        if ids is None:
+            raise
+        task_failures.record_failure(
+            tenant_id=ids[0], task="recheck_record", object_type="record", object_id=ids[1], error=exc
+        )
+        return "failed"
     if attempt.outcome == RecheckAttempt.Outcome.SOURCE_UNAVAILABLE and self.request.retries < self.max_retries:
         raise self.retry(countdown=settings.RECHECK_RETRY_DELAY * 2**self.request.retries)
     return str(attempt.outcome)

@@ -1,12 +1,23 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
 from rest_framework import exceptions, status
 from rest_framework.parsers import JSONParser
+
+# Deeper JSON than this is refused: no value the API stores needs it, and Python's decoder and the
+# renderers recurse once per level (5,000 levels used to end in a RecursionError, a 500).
+MAX_JSON_DEPTH = 64
+
+# Characters no field may hold: PostgreSQL text and jsonb refuse NUL, and a lone surrogate (valid as a
+# JSON escape, `"\ud800"`) is not Unicode and cannot be encoded to store. Checked once here, for every
+# string and key of every body, so no endpoint has to remember it.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 class PayloadTooLarge(exceptions.APIException):
@@ -15,8 +26,40 @@ class PayloadTooLarge(exceptions.APIException):
     default_code = "payload_too_large"
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    # `1e400` is valid JSON but reads as infinity, which jsonb (and the JSON renderer) refuse.
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text} is out of range")
+    return number
+
+
+def check_storable(value: Any, depth: int = 0) -> None:
+    """Raise ParseError if `value` nests deeper than MAX_JSON_DEPTH or holds an unstorable character."""
+    if depth > MAX_JSON_DEPTH:
+        raise exceptions.ParseError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels.")
+    if isinstance(value, str):
+        if _UNSTORABLE.search(value):
+            raise exceptions.ParseError("JSON strings may not contain NUL characters or lone surrogates.")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_storable(key, depth + 1)
+            check_storable(item, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            check_storable(item, depth + 1)
+
+
 class LimitedJSONParser(JSONParser):
-    """JSON bodies up to DATA_UPLOAD_MAX_MEMORY_SIZE; larger ones are a 413, never read in full."""
+    """JSON bodies up to DATA_UPLOAD_MAX_MEMORY_SIZE; larger ones are a 413, never read in full.
+
+    Strict JSON only (no NaN or Infinity, which jsonb refuses), at most MAX_JSON_DEPTH levels deep, and
+    no string or key holding NUL or a lone surrogate: each is a 400 `parse_error` before any view runs.
+    """
 
     def parse(
         self,
@@ -29,6 +72,14 @@ class LimitedJSONParser(JSONParser):
         if len(raw) > limit:
             raise PayloadTooLarge(f"The request body is larger than {limit} bytes.")
         try:
-            return json.loads(raw.decode("utf-8")) if raw else {}
+            data = (
+                json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant, parse_float=_finite_float)
+                if raw
+                else {}
+            )
+        except RecursionError:
+            raise exceptions.ParseError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels.") from None
         except (ValueError, UnicodeDecodeError) as exc:
             raise exceptions.ParseError(f"JSON parse error - {exc}") from None
+        check_storable(data)
+        return data

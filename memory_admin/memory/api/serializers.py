@@ -6,10 +6,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.utils import timezone
-from django.utils.dateparse import parse_duration
 from django.utils.duration import duration_iso_string
 from rest_framework import serializers
 
+from memory_admin.memory import validation
 from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord, RecheckAttempt
 from memory_admin.memory.reads import FactView
 
@@ -19,9 +19,16 @@ def _iso(moment: datetime | None) -> str | None:
 
 
 class AwareDateTimeField(serializers.DateTimeField):
-    """An ISO 8601 datetime that must carry its offset: a naive one is refused, never guessed."""
+    """An ISO 8601 datetime that must carry its offset (a naive one is refused, never guessed) and lie in
+    the range every door accepts (memory.validation): out of it, a stored row could not be read back."""
 
-    default_error_messages = {"naive": "Give a timezone-aware ISO 8601 datetime (with an offset or Z)."}
+    default_error_messages = {"naive": validation.AWARE_MESSAGE, "out_of_range": validation.RANGE_MESSAGE}
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault(
+            "help_text", "ISO 8601 with an offset or Z, from 1000-01-01T00:00:00Z up to 9000-01-01T00:00:00Z."
+        )
+        super().__init__(**kwargs)
 
     def to_internal_value(self, value: Any) -> datetime:
         if isinstance(value, str):
@@ -29,21 +36,38 @@ class AwareDateTimeField(serializers.DateTimeField):
                 parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
             except ValueError:
                 self.fail("invalid", format="ISO 8601 with an offset")
-            if timezone.is_naive(parsed):
-                self.fail("naive")
-            return parsed
-        if isinstance(value, datetime) and timezone.is_naive(value):
+        elif isinstance(value, datetime):
+            parsed = value
+        else:
+            return super().to_internal_value(value)  # refuses dates and other types with DRF's message
+        if timezone.is_naive(parsed):
             self.fail("naive")
-        return super().to_internal_value(value)
+        if validation.datetime_problems(parsed):
+            self.fail("out_of_range")
+        return parsed
+
+
+class IdentifierField(serializers.CharField):
+    """A `project_id`, `subject_id` or `predicate`: the domain's character set and length
+    (memory.validation), published in the OpenAPI schema as a pattern with a help text."""
+
+    def __init__(self, kind: str, **kwargs: Any) -> None:
+        max_length = validation.IDENTIFIER_MAX_LENGTH[kind]
+        kwargs.setdefault("max_length", max_length)
+        kwargs.setdefault("help_text", validation.IDENTIFIER_HELP.format(max_length=max_length))
+        super().__init__(**kwargs)
+        self.validators.append(validation.IdentifierValidator())
 
 
 class ISODurationField(serializers.Field):
     default_error_messages = {"invalid": "Give an ISO 8601 duration such as P1D or PT6H."}
 
     def to_internal_value(self, data: Any) -> timedelta:
-        parsed = parse_duration(data) if isinstance(data, str) and data.startswith(("P", "-P")) else None
+        parsed = validation.parse_iso_duration(data)
         if parsed is None or parsed <= timedelta(0):
             self.fail("invalid")
+        if problems := validation.duration_problems(parsed):
+            raise serializers.ValidationError(problems)
         return parsed  # type: ignore[return-value]
 
     def to_representation(self, value: timedelta) -> str:
@@ -124,22 +148,26 @@ class SourceInSerializer(serializers.Serializer):
     event_ids = serializers.ListField(child=serializers.CharField(max_length=64), required=False, max_length=200)
 
 
+# Revisions are stored in PostgreSQL `integer` columns: a larger number would overflow the query (a 500).
+REVISION_MAX = 2**31 - 1
+
+
 class DerivedFromSerializer(serializers.Serializer):
     memory_id = serializers.CharField(max_length=64)
-    revision = serializers.IntegerField(min_value=1)
+    revision = serializers.IntegerField(min_value=1, max_value=REVISION_MAX)
 
 
 class AssertFactSerializer(serializers.Serializer):
     """Body of `POST /records/`. The issuer is the authenticated principal, never a body field."""
 
-    project_id = serializers.CharField(max_length=100)
-    subject_id = serializers.CharField(max_length=200)
-    predicate = serializers.CharField(max_length=200)
+    project_id = IdentifierField("project_id")
+    subject_id = IdentifierField("subject_id")
+    predicate = IdentifierField("predicate")
     value = serializers.JSONField()
     valid_from = AwareDateTimeField()
     valid_to = AwareDateTimeField(required=False, allow_null=True)
     source = SourceInSerializer()  # type: ignore[assignment]
-    expected_revision = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+    expected_revision = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=REVISION_MAX)
     derived_from = DerivedFromSerializer(many=True, required=False)
 
 
@@ -157,18 +185,18 @@ class ExpireSerializer(ReasonSerializer):
 
 
 class RecordListQuerySerializer(serializers.Serializer):
-    project_id = serializers.CharField(required=False, max_length=100)
-    subject_id = serializers.CharField(required=False, max_length=200)
-    predicate = serializers.CharField(required=False, max_length=200)
+    project_id = IdentifierField("project_id", required=False)
+    subject_id = IdentifierField("subject_id", required=False)
+    predicate = IdentifierField("predicate", required=False)
     status = serializers.ChoiceField(required=False, choices=MemoryRecord.Status.choices)
     valid_at = AwareDateTimeField(required=False)
     known_at = AwareDateTimeField(required=False)
 
 
 class FactQuerySerializer(serializers.Serializer):
-    project_id = serializers.CharField(max_length=100)
-    subject_id = serializers.CharField(max_length=200)
-    predicate = serializers.CharField(max_length=200)
+    project_id = IdentifierField("project_id")
+    subject_id = IdentifierField("subject_id")
+    predicate = IdentifierField("predicate")
     purpose = serializers.ChoiceField(choices=["answer", "action"], default="answer")
     valid_at = AwareDateTimeField(required=False)
     known_at = AwareDateTimeField(required=False)
@@ -273,7 +301,8 @@ class FieldPolicySerializer(serializers.ModelSerializer):
     """Field policies as the API shows them: `project_id` null means every project of the tenant."""
 
     id = serializers.IntegerField(read_only=True)
-    project_id = serializers.CharField(source="project.key", allow_null=True, required=False, max_length=100)
+    project_id = IdentifierField("project_id", source="project.key", allow_null=True, required=False)
+    predicate = IdentifierField("predicate")
     authorized_issuers = serializers.ListField(
         child=serializers.CharField(max_length=150), required=False, max_length=200
     )
@@ -298,6 +327,8 @@ class FieldPolicySerializer(serializers.ModelSerializer):
             "updated_at",
         ]
         read_only_fields = ["created_at", "updated_at"]
+        # Added to today's date on every write: a bound keeps the sum a date Python can hold.
+        extra_kwargs = {"retention_days": {"min_value": 1, "max_value": validation.MAX_RETENTION_DAYS}}
 
     def to_representation(self, instance: FieldPolicy) -> dict[str, Any]:
         data = super().to_representation(instance)
@@ -348,5 +379,5 @@ class RecheckAttemptSerializer(serializers.Serializer):
 
 
 class SourceTestSerializer(serializers.Serializer):
-    subject_id = serializers.CharField(max_length=200)
-    project_id = serializers.CharField(max_length=100, required=False)
+    subject_id = IdentifierField("subject_id")
+    project_id = IdentifierField("project_id", required=False)

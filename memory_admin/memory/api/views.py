@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from memory_admin.accounts.models import Principal
-from memory_admin.accounts.permissions import IsAdminRole
+from memory_admin.accounts.permissions import IsAdminRoleOrComplianceReading
 from memory_admin.derived import caches
 from memory_admin.memory import actions, policies, reads, rechecks
 from memory_admin.memory.actions import Assertion, Outcome
@@ -238,7 +238,7 @@ class FieldPolicyViewSet(
     viewsets.GenericViewSet,
 ):
     serializer_class = s.FieldPolicySerializer
-    permission_classes = [IsAdminRole]
+    permission_classes = [IsAdminRoleOrComplianceReading]
     pagination_class = OldestFirstCursorPagination
 
     def get_queryset(self) -> QuerySet[FieldPolicy]:

@@ -47,7 +47,9 @@ class Connector:
 
     name: ClassVar[str]
     can_fetch: ClassVar[bool] = True
-    allowed_keys: ClassVar[frozenset[str]] = frozenset()
+    # `reporters`, on every connector: names of the tenant's principals that speak for this source
+    # (e.g. the task system's own agent); their verified reports count as read from the source.
+    allowed_keys: ClassVar[frozenset[str]] = frozenset({"reporters"})
 
     def __init__(self, settings: dict[str, Any]) -> None:
         self.settings = settings
@@ -55,7 +57,20 @@ class Connector:
     @classmethod
     def validate(cls, settings: dict[str, Any]) -> list[str]:
         unknown = set(settings) - cls.allowed_keys - {"connector"}
-        return [f"Unknown settings for the {cls.name} connector: {', '.join(sorted(unknown))}."] if unknown else []
+        problems = [f"Unknown settings for the {cls.name} connector: {', '.join(sorted(unknown))}."] if unknown else []
+        reporters = settings.get("reporters", [])
+        if (
+            not isinstance(reporters, list)
+            or len(reporters) > 50
+            or not all(isinstance(r, str) and 0 < len(r) <= 150 for r in reporters)
+        ):
+            problems.append("reporters must be a list of principal names (at most 50).")
+        return problems
+
+    @property
+    def reporters(self) -> list[str]:
+        reporters = self.settings.get("reporters") or []
+        return [r for r in reporters if isinstance(r, str)] if isinstance(reporters, list) else []
 
     @property
     def timeout(self) -> float:

@@ -1,21 +1,31 @@
-"""A canonical source that answers JSON over HTTP(S)."""
+"""A canonical source that answers JSON over HTTP(S).
+
+Its settings come from a tenant admin: the secret it sends must be one the operator allowed
+(SOURCE_SECRET_ENV_ALLOWLIST), the header carrying it must be a plain header name, and the fetch goes
+through `outbound`, which refuses internal addresses in production. An answer that contains the
+secret it was sent is refused, so "test this source" can never show a server secret.
+"""
 
 from __future__ import annotations
 
 import json
 import os
-import socket
-import urllib.error
-import urllib.request
+import re
 from string import Formatter
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
+from django.conf import settings as django_settings
+
+from memory_admin.memory.connectors import outbound
 from memory_admin.memory.connectors.base import Connector, FactKey, Observation, SourceAmbiguous, SourceUnavailable
 
 _PLACEHOLDERS = {"project_id", "subject_id", "predicate"}
 _MISSING = object()
-MAX_BODY_BYTES = 1024 * 1024
+# RFC 9110 field-name token; anything else (a CR or LF above all) could split the request.
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")
+# Headers http.client sets itself, or that would change how the request is framed.
+_RESERVED_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "accept", "te", "upgrade"}
 
 
 def resolve_pointer(document: Any, pointer: str) -> Any:
@@ -36,26 +46,14 @@ def resolve_pointer(document: Any, pointer: str) -> Any:
 
 class HttpJsonConnector(Connector):
     name = "http_json"
-    allowed_keys = frozenset(
+    allowed_keys = Connector.allowed_keys | frozenset(
         {"url_template", "value_pointer", "revision_pointer", "timeout_seconds", "auth_header", "auth_secret_env"}
     )
 
     @classmethod
     def validate(cls, settings: dict[str, Any]) -> list[str]:
         problems = super().validate(settings)
-        template = settings.get("url_template")
-        if not isinstance(template, str) or not template.startswith(("http://", "https://")):
-            problems.append("url_template must be an http(s) URL.")
-        else:
-            try:
-                names = {name for _, name, _, _ in Formatter().parse(template) if name is not None}
-            except ValueError:
-                names = {"<unbalanced braces>"}
-            bad = names - _PLACEHOLDERS
-            if bad:
-                problems.append(
-                    f"url_template may use only {{project_id}}, {{subject_id}} and {{predicate}}; found {sorted(bad)}."
-                )
+        problems += _url_problems(settings.get("url_template"))
         for key in ("value_pointer", "revision_pointer"):
             pointer = settings.get(key)
             if not isinstance(pointer, str) or not (pointer == "" or pointer.startswith("/")):
@@ -65,43 +63,89 @@ class HttpJsonConnector(Connector):
             problems.append("timeout_seconds must be a number of seconds between 0 and 60.")
         if ("auth_header" in settings) != ("auth_secret_env" in settings):
             problems.append("auth_header and auth_secret_env go together (the secret is read from that variable).")
+        header = settings.get("auth_header")
+        if header is not None and (
+            not isinstance(header, str) or not _HEADER_NAME.fullmatch(header) or header.lower() in _RESERVED_HEADERS
+        ):
+            problems.append(
+                "auth_header must be one header name (letters, digits and -, such as X-Api-Key or Authorization), "
+                "without spaces or line breaks, and not one the server sets itself."
+            )
         env_name = settings.get("auth_secret_env")
-        if env_name is not None and (not isinstance(env_name, str) or not env_name.isidentifier()):
-            problems.append("auth_secret_env must name an environment variable; secrets are never stored here.")
+        if env_name is not None:
+            if not isinstance(env_name, str) or not env_name.isidentifier():
+                problems.append("auth_secret_env must name an environment variable; secrets are never stored here.")
+            elif not outbound.secret_env_allowed(env_name):
+                allowed = ", ".join(django_settings.SOURCE_SECRET_ENV_ALLOWLIST) or "none"
+                problems.append(
+                    f"auth_secret_env {env_name!r} is not a variable the operator allows canonical sources to use "
+                    f"(SOURCE_SECRET_ENV_ALLOWLIST: {allowed})."
+                )
         return problems
 
     def url_for(self, key: FactKey) -> str:
         values = {name: quote(getattr(key, name), safe="") for name in _PLACEHOLDERS}
         return str(self.settings["url_template"]).format(**values)
 
+    def _headers(self) -> tuple[dict[str, str], str]:
+        """The request headers and the secret sent (empty when none), refusing what must not be sent."""
+        headers = {"Accept": "application/json"}
+        if not self.settings.get("auth_header"):
+            return headers, ""
+        env_name = str(self.settings["auth_secret_env"])
+        header = str(self.settings["auth_header"])
+        # Checked again at every fetch: a policy saved before the allowlist existed, or before the
+        # operator narrowed it, must not send what is no longer allowed.
+        if not outbound.secret_env_allowed(env_name):
+            raise SourceUnavailable(f"The secret variable {env_name} is not allowed by SOURCE_SECRET_ENV_ALLOWLIST.")
+        if not _HEADER_NAME.fullmatch(header) or header.lower() in _RESERVED_HEADERS:
+            raise SourceUnavailable("auth_header is not a usable header name.")
+        secret = os.environ.get(env_name)
+        if not secret:
+            raise SourceUnavailable(f"The secret variable {env_name} is not set.")
+        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in secret):
+            raise SourceUnavailable(f"The secret variable {env_name} holds a value that cannot be sent as a header.")
+        headers[header] = secret
+        return headers, secret
+
     def fetch(self, key: FactKey) -> Observation:
-        url = self.url_for(key)
-        request = urllib.request.Request(url, headers={"Accept": "application/json"})
-        if self.settings.get("auth_header"):
-            secret = os.environ.get(str(self.settings["auth_secret_env"]))
-            if not secret:
-                raise SourceUnavailable(f"The secret variable {self.settings['auth_secret_env']} is not set.")
-            request.add_header(str(self.settings["auth_header"]), secret)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                body = response.read(MAX_BODY_BYTES + 1)
-        except urllib.error.HTTPError as exc:
-            if exc.code in (401, 403) or exc.code >= 500 or exc.code == 429:
-                raise SourceUnavailable(f"{url} answered HTTP {exc.code}.") from None
-            raise SourceAmbiguous(f"{url} answered HTTP {exc.code}: it does not know this fact.") from None
-        except TimeoutError:
+            url = self.url_for(key)
+        except (KeyError, IndexError, ValueError, AttributeError):
+            raise SourceUnavailable("url_template cannot be filled in; save the policy again.") from None
+        headers, secret = self._headers()
+        limit = django_settings.SOURCE_MAX_RESPONSE_BYTES
+        try:
+            answer = outbound.get(url, headers, self.timeout)
+        except outbound.Refused:
+            raise SourceUnavailable(
+                f"{url} is not an address this server fetches (loopback, private, link-local and metadata addresses "
+                "are refused unless the operator allows them: SOURCE_ALLOWED_HOSTS, SOURCE_ALLOWED_NETWORKS)."
+            ) from None
+        except outbound.Timeout:
             raise SourceUnavailable(f"{url} did not answer within {self.timeout:g} s.") from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            if isinstance(reason, TimeoutError | socket.timeout):
-                raise SourceUnavailable(f"{url} did not answer within {self.timeout:g} s.") from None
-            raise SourceUnavailable(f"{url} could not be reached ({reason}).") from None
-        if len(body) > MAX_BODY_BYTES:
-            raise SourceAmbiguous(f"{url} answered more than {MAX_BODY_BYTES} bytes.")
+        except outbound.Redirected as exc:
+            raise SourceUnavailable(
+                f"{url} answered with a redirect (HTTP {exc.status}), which is not followed: give the final URL."
+            ) from None
+        except outbound.TooLarge:
+            raise SourceAmbiguous(f"{url} answered more than {limit} bytes.") from None
+        except outbound.Unreachable:
+            raise SourceUnavailable(f"{url} could not be reached.") from None
+        code = answer.status
+        if code in (401, 403, 429) or code >= 500:
+            raise SourceUnavailable(f"{url} answered HTTP {code}.")
+        if code >= 400 or code < 200:
+            raise SourceAmbiguous(f"{url} answered HTTP {code}: it does not know this fact.")
+        if secret and secret.encode() in answer.body:
+            raise SourceAmbiguous(f"{url} answered with the credential it was sent; the answer is not used.")
         try:
-            document = json.loads(body)
-        except ValueError:
+            document = json.loads(answer.body)
+        except (ValueError, RecursionError):
             raise SourceAmbiguous(f"{url} did not answer JSON.") from None
+        if secret and _mentions(document, secret):
+            # The same echo, written with JSON escapes.
+            raise SourceAmbiguous(f"{url} answered with the credential it was sent; the answer is not used.")
         value = resolve_pointer(document, str(self.settings["value_pointer"]))
         revision = resolve_pointer(document, str(self.settings["revision_pointer"]))
         if value is _MISSING or value is None:
@@ -114,3 +158,53 @@ class HttpJsonConnector(Connector):
         if revision is _MISSING or revision is None or isinstance(revision, dict | list):
             raise SourceAmbiguous(f"{url}: no single source revision at {self.settings['revision_pointer']}.")
         return Observation(value=value, revision=str(revision), ref=url)
+
+
+def _mentions(document: Any, text: str) -> bool:
+    """Whether any string (key or value) in a parsed JSON document contains `text`."""
+    stack = [document]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str) and text in node:
+            return True
+        if isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
+def _url_problems(template: Any) -> list[str]:
+    if not isinstance(template, str) or not template.startswith(("http://", "https://")):
+        return ["url_template must be an http(s) URL."]
+    if len(template) > 2000 or any(ord(c) <= 0x20 or ord(c) == 0x7F for c in template):
+        return ["url_template must be one URL without spaces, line breaks or control characters."]
+    problems: list[str] = []
+    try:
+        names = {name for _, name, _, _ in Formatter().parse(template) if name is not None}
+    except ValueError:
+        names = {"<unbalanced braces>"}
+    bad = names - _PLACEHOLDERS
+    if bad:
+        problems.append(
+            f"url_template may use only {{project_id}}, {{subject_id}} and {{predicate}}; found {sorted(bad)}."
+        )
+    authority = template.split("://", 1)[1].split("/", 1)[0].split("?", 1)[0]
+    if "{" in authority or "}" in authority:
+        # A placeholder in the host would let whoever writes a subject_id choose where the secret goes.
+        problems.append("url_template may use placeholders only in its path and query, not in the host.")
+        return problems
+    try:
+        parts = urlsplit(template)
+        host, _ = parts.hostname, parts.port
+    except ValueError:
+        return [*problems, "url_template has a malformed host or port."]
+    if not host:
+        problems.append("url_template has no host.")
+    elif outbound.literal_refused(host):
+        problems.append(
+            f"url_template points at {host}, an internal address this server does not fetch "
+            "(the operator can allow it: SOURCE_ALLOWED_HOSTS, SOURCE_ALLOWED_NETWORKS)."
+        )
+    return problems

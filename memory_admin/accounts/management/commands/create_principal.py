@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from memory_admin.accounts.models import Role
@@ -15,7 +16,7 @@ class Command(BaseCommand):
         parser.add_argument("--tenant", required=True, help="tenant slug, created if missing")
         parser.add_argument("--name", required=True, help="principal name inside the tenant")
         parser.add_argument("--role", action="append", required=True, choices=Role.values, dest="roles")
-        parser.add_argument("--password", help="login password (humans)")
+        parser.add_argument("--password", help="login password (humans); checked by AUTH_PASSWORD_VALIDATORS")
 
     def handle(
         self,
@@ -30,6 +31,8 @@ class Command(BaseCommand):
             principal = ensure_principal(tenant, name, roles, password=password)
         except ValueError as exc:
             raise CommandError(str(exc)) from None
+        except ValidationError as exc:
+            raise CommandError("The password is refused: " + " ".join(exc.messages)) from None
         token = issue_token(principal, label="create_principal")
         self.stdout.write(f"{principal.kind} {principal.username} roles={','.join(principal.roles)}")
         self.stdout.write("API token (shown once):")

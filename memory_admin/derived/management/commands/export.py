@@ -15,9 +15,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--tenant", required=True)
         parser.add_argument("--project", required=True)
-        parser.add_argument(
-            "--as", dest="principal", required=True, help="name of the owner/admin/compliance exporting"
-        )
+        parser.add_argument("--as", dest="principal", required=True, help="name of the owner or admin exporting")
 
     def handle(self, *args: Any, tenant: str, project: str, principal: str, **_: Any) -> None:
         who = Principal.objects.filter(tenant__slug=tenant, name=principal).first()

@@ -1,0 +1,106 @@
+"""What a refused or failed request looks like at each door: JSON `{"code", "detail"}` under /api/, a page elsewhere.
+
+DRF's exception handler shapes the errors raised inside API views; this module covers the rest, which
+Django answers itself before or after a view runs: a URL that matches nothing (404), an unhandled
+exception (500), a SuspiciousOperation (400), and characters in a URL that no field may hold.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.template import loader
+from django.views import defaults
+
+API_PREFIX = "/api/"
+
+# A path never legitimately holds a control character; query strings and form fields may carry tab,
+# newline and carriage return (text typed into a search box), but never NUL, which PostgreSQL text
+# cannot store and which used to surface as a 500 from whichever query first met it.
+_PATH_FORBIDDEN = re.compile("[\x00-\x1f\x7f]")
+_VALUE_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def is_api(request: HttpRequest) -> bool:
+    return request.path_info.startswith(API_PREFIX)
+
+
+def api_error(code: str, detail: str, status: int) -> JsonResponse:
+    return JsonResponse({"code": code, "detail": detail}, status=status)
+
+
+def _holds_forbidden(pairs: Iterable[tuple[str, list[str]]]) -> bool:
+    for key, values in pairs:
+        if _VALUE_FORBIDDEN.search(key) or any(_VALUE_FORBIDDEN.search(v) for v in values):
+            return True
+    return False
+
+
+class RejectControlCharactersMiddleware:
+    """Refuse, before any view or query runs, a URL (path or query string) holding a control character.
+
+    One check for every endpoint of both doors, so no view, filter or lookup has to remember it: the API
+    answers a JSON 400 `invalid_characters`, the dashboard a 400 page. Form bodies posted to the
+    dashboard are checked too (Django's form fields already refuse NUL; this covers raw `request.POST`
+    reads). API bodies are JSON and checked by the API's parser.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        where = self._offending_part(request)
+        if where is not None:
+            detail = f"The request's {where} holds a control character (such as NUL) that no field may contain."
+            if is_api(request):
+                return api_error("invalid_characters", detail, 400)
+            return HttpResponseBadRequest(loader.render_to_string("400.html", {"detail": detail}))
+        return self.get_response(request)
+
+    @staticmethod
+    def _offending_part(request: HttpRequest) -> str | None:
+        if _PATH_FORBIDDEN.search(request.path_info) or _PATH_FORBIDDEN.search(request.path):
+            return "path"
+        if _holds_forbidden(request.GET.lists()):
+            return "query string"
+        if any(_VALUE_FORBIDDEN.search(v) for v in request.COOKIES.values()):
+            return "cookies"
+        content_type = request.content_type or ""
+        if (
+            request.method == "POST"
+            and not is_api(request)
+            and content_type in {"application/x-www-form-urlencoded", "multipart/form-data"}
+            and _holds_forbidden(request.POST.lists())
+        ):
+            return "form"
+        return None
+
+
+# --- handler400/403/404/500 (set in memory_admin/urls.py) ----------------------------------------
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if is_api(request):
+        return api_error("bad_request", "The request could not be understood.", 400)
+    return defaults.bad_request(request, exception)
+
+
+def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if is_api(request):
+        return api_error("forbidden", "You may not do this.", 403)
+    return defaults.permission_denied(request, exception)
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if is_api(request):
+        return api_error("not_found", "No such endpoint or object.", 404)
+    return defaults.page_not_found(request, exception)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    # Nothing about the failure reaches the client; it is logged by django.request.
+    if is_api(request):
+        return api_error("server_error", "The server failed to handle this request.", 500)
+    return defaults.server_error(request)
