@@ -38,7 +38,7 @@ test: $(STAMP)
 test-sqlite: $(STAMP)
 	@set -euo pipefail; \
 	bin/ensure-chromium; \
-	rm -rf "$(TEST_VAR)/broker" "$(TEST_VAR)/cache"; mkdir -p "$(TEST_VAR)"; \
+	rm -rf "$(TEST_VAR)/broker" "$(TEST_VAR)/cache" "$(TEST_VAR)/vectors"; mkdir -p "$(TEST_VAR)"; \
 	echo "Testing against SQLite in $(TEST_VAR) (broker: filesystem)"; \
 	DATABASE_URL="sqlite:///$(TEST_VAR)/db.sqlite3" CELERY_BROKER_URL="filesystem://" \
 	CACHE_URL="file://$(TEST_VAR)/cache" VECTOR_INDEX_PATH="$(TEST_VAR)/vectors" \
@@ -53,6 +53,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy .
+	DJANGO_SETTINGS_MODULE=memory_admin.settings $(VENV)/bin/lint-imports
 
 # Benchmarks print figures; they never assert timings. BENCH_RECORDS scales the generated data.
 bench: $(STAMP)

@@ -401,8 +401,19 @@ def drop_side_effects() -> str:
 
 
 def worker_commands(pool: str, workers: int, queue: str) -> list[list[str]]:
-    base = [sys.executable, "-m", "celery", "-A", "memory_admin", "worker", "--loglevel=INFO",
-            "--without-mingle", "--without-gossip", "-Q", queue]  # fmt: skip
+    base = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "memory_admin",
+        "worker",
+        "--loglevel=INFO",
+        "--without-mingle",
+        "--without-gossip",
+        "-Q",
+        queue,
+    ]
     if pool == "prefork":
         return [[*base, "--pool=prefork", f"--concurrency={workers}", "-n", f"{queue}@%h"]]
     return [[*base, "--pool=solo", "-n", f"{queue}-{i}@%h"] for i in range(workers)]
@@ -525,9 +536,11 @@ def bench_recheck_rate(
         name,
         [],
         count=done,
-        note=(f"{rate:,.0f} rechecks/s ({done:,} of {n:,} records in {elapsed:.2f} s, {label})"
-              + ("" if complete else f"; INCOMPLETE, see {log}")),
-    )  # fmt: skip
+        note=(
+            f"{rate:,.0f} rechecks/s ({done:,} of {n:,} records in {elapsed:.2f} s, {label})"
+            + ("" if complete else f"; INCOMPLETE, see {log}")
+        ),
+    )
     notes.append(f"rechecks: outcomes {outcomes}; {attempts.count():,} attempts for {len(rechecked):,} records")
     if times:
         first = times[0].timestamp() - wall_started

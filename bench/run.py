@@ -47,12 +47,35 @@ COPY_CHUNK_ROWS = 100_000  # rows per COPY statement (each ends at a subject bou
 
 # Columns the generator fills, in COPY order. Any other NOT NULL column without a default is refused.
 COLUMNS = (
-    "id", "tenant_id", "project_id", "memory_id", "subject_id", "predicate", "value", "status",
-    "status_reason", "valid_from", "valid_to", "asserted_valid_to", "valid_to_recorded_at", "recorded_from",
-    "recorded_to", "last_verified_at", "recheck_after", "retain_until", "revision", "source_canonical_ref",
-    "source_revision", "issuer_id", "entered_current", "is_head", "superseded_by_id", "derived_from",
-    "source_event_ids", "attention",
-)  # fmt: skip
+    "id",
+    "tenant_id",
+    "project_id",
+    "memory_id",
+    "subject_id",
+    "predicate",
+    "value",
+    "status",
+    "status_reason",
+    "valid_from",
+    "valid_to",
+    "asserted_valid_to",
+    "valid_to_recorded_at",
+    "recorded_from",
+    "recorded_to",
+    "last_verified_at",
+    "recheck_after",
+    "retain_until",
+    "revision",
+    "source_canonical_ref",
+    "source_revision",
+    "issuer_id",
+    "entered_current",
+    "is_head",
+    "superseded_by_id",
+    "derived_from",
+    "source_event_ids",
+    "attention",
+)
 
 TARGET_LIST_P95_MS = 30.0
 TARGET_AS_OF_MEDIAN_MS = 5.0
@@ -248,8 +271,12 @@ def generate_lines(
                 rev = j + 1
                 if j < k - 1:  # superseded by the next revision
                     status, valid_to, cut_at, head, successor = (
-                        "superseded", valid_from[j + 1], recorded_from[j + 1], "f", str(rid + 1),
-                    )  # fmt: skip
+                        "superseded",
+                        valid_from[j + 1],
+                        recorded_from[j + 1],
+                        "f",
+                        str(rid + 1),
+                    )
                 else:
                     status, valid_to, cut_at, head, successor = "accepted", r"\N", r"\N", "t", r"\N"
                 lines.append(
@@ -689,8 +716,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("need --subjects >= 1 and --records >= --subjects")
     positive = ["iterations", "writes", "processes", "page_iterations", "due", "claim_runs", "claim_batch"]
     if any(getattr(args, name) < 1 for name in [*positive, "rechecks", "recheck_workers"]):
-        parser.error("--iterations, --writes, --processes, --page-iterations, --due, --claim-runs, --claim-batch, "
-                     "--rechecks and --recheck-workers must be positive")  # fmt: skip
+        parser.error(
+            "--iterations, --writes, --processes, --page-iterations, --due, --claim-runs, --claim-batch, "
+            "--rechecks and --recheck-workers must be positive"
+        )
     return args
 
 

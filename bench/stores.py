@@ -69,10 +69,27 @@ WORDS = (
     "priority customer account manager owner champion sponsor executive board approval travel visa"
 ).split()
 PREDICATES = (
-    "deadline", "owner", "status", "budget", "phone", "city", "plan", "renewal_date", "account_manager",
-    "preferred_language", "billing_email", "contract_value", "risk_level", "next_meeting", "region",
-    "segment", "support_tier", "nps_score", "last_order", "notes",
-)  # fmt: skip
+    "deadline",
+    "owner",
+    "status",
+    "budget",
+    "phone",
+    "city",
+    "plan",
+    "renewal_date",
+    "account_manager",
+    "preferred_language",
+    "billing_email",
+    "contract_value",
+    "risk_level",
+    "next_meeting",
+    "region",
+    "segment",
+    "support_tier",
+    "nps_score",
+    "last_order",
+    "notes",
+)
 
 
 # --- configuration --------------------------------------------------------------------------------
@@ -424,19 +441,30 @@ def bench_propagation(scale: Scale, iterations: int, warmup: int) -> list[Row]:
     now = timezone.now()
     started = time.perf_counter()
     hot_assertion = Assertion(
-        project_id=project, subject_id="cust-hot", predicate="renewal_date", value="2026-03-01",
-        valid_from=now - timedelta(days=30), source_canonical_ref="bench://crm/cust-hot", source_revision="1",
-    )  # fmt: skip
+        project_id=project,
+        subject_id="cust-hot",
+        predicate="renewal_date",
+        value="2026-03-01",
+        valid_from=now - timedelta(days=30),
+        source_canonical_ref="bench://crm/cust-hot",
+        source_revision="1",
+    )
     hot = assert_fact(writer, hot_assertion).record
     others = [
         assert_fact(
             writer,
-            Assertion(project_id=project, subject_id=f"cust-{i:03d}", predicate=rng.choice(PREDICATES),
-                      value=words(rng, 3), valid_from=now - timedelta(days=10),
-                      source_canonical_ref=f"bench://crm/cust-{i:03d}", source_revision="1"),
+            Assertion(
+                project_id=project,
+                subject_id=f"cust-{i:03d}",
+                predicate=rng.choice(PREDICATES),
+                value=words(rng, 3),
+                valid_from=now - timedelta(days=10),
+                source_canonical_ref=f"bench://crm/cust-{i:03d}",
+                source_revision="1",
+            ),
         ).record
         for i in range(20)
-    ]  # fmt: skip
+    ]
     hot_ref = BaseRef(hot.memory_id, hot.revision)
 
     def second_base() -> BaseRef:
@@ -444,22 +472,36 @@ def bench_propagation(scale: Scale, iterations: int, warmup: int) -> list[Row]:
         return BaseRef(other.memory_id, other.revision)
 
     summary_ids = [
-        create_summary(writer, project_id=project, text=f"Renewal digest {i}: {words(rng, 8)}", kind="facts_digest",
-                       bases=[hot_ref, second_base()]).pk
+        create_summary(
+            writer,
+            project_id=project,
+            text=f"Renewal digest {i}: {words(rng, 8)}",
+            kind="facts_digest",
+            bases=[hot_ref, second_base()],
+        ).pk
         for i in range(scale.summaries)
-    ]  # fmt: skip
+    ]
     action_ids = [
-        schedule_action(agents[i % len(agents)], project_id=project, kind="send_reminder",
-                        payload={"to": f"owner-{i}", "text": words(rng, 5)}, due_at=now + timedelta(days=7 + i % 30),
-                        bases=[hot_ref, second_base()]).pk
+        schedule_action(
+            agents[i % len(agents)],
+            project_id=project,
+            kind="send_reminder",
+            payload={"to": f"owner-{i}", "text": words(rng, 5)},
+            due_at=now + timedelta(days=7 + i % 30),
+            bases=[hot_ref, second_base()],
+        ).pk
         for i in range(scale.actions)
-    ]  # fmt: skip
+    ]
     load_ids = [
-        register_context_load(agents[i % len(agents)], session_id=f"sess-{i % len(agents)}-{i // len(agents)}",
-                              bases=[hot_ref, second_base()], expires_at=now + timedelta(hours=8),
-                              project_id=project).pk
+        register_context_load(
+            agents[i % len(agents)],
+            session_id=f"sess-{i % len(agents)}-{i // len(agents)}",
+            bases=[hot_ref, second_base()],
+            expires_at=now + timedelta(hours=8),
+            project_id=project,
+        ).pk
         for i in range(scale.contexts)
-    ]  # fmt: skip
+    ]
     keys = [caches.fact_key(tenant_id, project, hot.subject_id, hot.predicate)]
     keys += [caches.cache_key("answer", tenant_id, project, "renewals", i) for i in range(1, scale.cache_entries)]
     cached_value = {"memory_id": hot.memory_id, "value": hot.value, "text": words(rng, 10)}
@@ -510,9 +552,14 @@ def bench_propagation(scale: Scale, iterations: int, warmup: int) -> list[Row]:
             t0 = time.perf_counter()
             res = assert_fact(
                 writer,
-                replace(hot_assertion, value=f"2026-04-{1 + i % 28:02d}", source_revision="2", expected_revision=1,
-                        valid_from=timezone.now() - timedelta(seconds=1)),
-            )  # fmt: skip
+                replace(
+                    hot_assertion,
+                    value=f"2026-04-{1 + i % 28:02d}",
+                    source_revision="2",
+                    expected_revision=1,
+                    valid_from=timezone.now() - timedelta(seconds=1),
+                ),
+            )
             elapsed = (time.perf_counter() - t0) * 1000
             wrong += res.outcome != "created"
             transaction.set_rollback(True)
@@ -525,16 +572,24 @@ def bench_propagation(scale: Scale, iterations: int, warmup: int) -> list[Row]:
         t0 = time.perf_counter()
         res = assert_fact(
             writer,
-            replace(hot_assertion, value="2026-04-15", source_revision="2", expected_revision=1,
-                    valid_from=timezone.now() - timedelta(seconds=1)),
-        )  # fmt: skip
+            replace(
+                hot_assertion,
+                value="2026-04-15",
+                source_revision="2",
+                expected_revision=1,
+                valid_from=timezone.now() - timedelta(seconds=1),
+            ),
+        )
         real_ms = (time.perf_counter() - t0) * 1000
     say(f"  {log.count} queries, {log.seconds * 1000:.1f} ms in SQL; slowest:")
     log.print_slowest(4)
     new = res.record
     old = MemoryRecord.objects.get(pk=hot.pk)
-    check("the record is superseded by the new revision", old.status == "superseded" and old.superseded_by_id == new.pk,
-          f"{old.status}, superseded_by={old.superseded_by_id}, new={new.memory_id} r{new.revision}")  # fmt: skip
+    check(
+        "the record is superseded by the new revision",
+        old.status == "superseded" and old.superseded_by_id == new.pk,
+        f"{old.status}, superseded_by={old.superseded_by_id}, new={new.memory_id} r{new.revision}",
+    )
     stale = Summary.objects.filter(pk__in=summary_ids, status=Summary.Status.STALE).count()
     check(f"{len(summary_ids)} summaries stale", stale == len(summary_ids), f"{stale}")
     suspended = ScheduledAction.objects.filter(pk__in=action_ids, status=ScheduledAction.Status.SUSPENDED).count()
@@ -543,20 +598,34 @@ def bench_propagation(scale: Scale, iterations: int, warmup: int) -> list[Row]:
     check(f"{len(load_ids)} invalidation notices (successor = new record)", notices == len(load_ids), f"{notices}")
     present = cache.get_many(keys)
     evicted = CacheEntry.objects.filter(key__in=keys, evicted_at__isnull=False).count()
-    check(f"{len(keys)} cache keys gone from Redis and their manifests evicted", not present and evicted == len(keys),
-          f"{len(present)} still in Redis, {evicted} manifests evicted")  # fmt: skip
+    check(
+        f"{len(keys)} cache keys gone from Redis and their manifests evicted",
+        not present and evicted == len(keys),
+        f"{len(present)} still in Redis, {evicted} manifests evicted",
+    )
     logged = Propagation.objects.filter(record_id=hot.pk, reason__startswith="Superseded").count()
     check("one Propagation row per dependant (+1 vector)", logged == dependants + 1, f"{logged}")
     check("every rolled-back run reached every dependant", wrong == 0, f"{wrong} runs differed")
 
     target = "≤ 1,000 ms"
     return [
-        Row(f"propagate() alone, {dependants:,} dependants (rolled back)", propagate_ms, target, 1000.0,
-            note=f"{statistics.median(propagate_queries):.0f} queries"),
+        Row(
+            f"propagate() alone, {dependants:,} dependants (rolled back)",
+            propagate_ms,
+            target,
+            1000.0,
+            note=f"{statistics.median(propagate_queries):.0f} queries",
+        ),
         Row("assert_fact supersession (rolled back, no commit)", assert_ms, target, 1000.0),
-        Row("assert_fact supersession, committed (once)", target=target, target_ms=1000.0, single_ms=real_ms, count=1,
-            note=f"{log.count} queries, {log.seconds * 1000:.0f} ms SQL, incl. commit + after-commit enqueues"),
-    ]  # fmt: skip
+        Row(
+            "assert_fact supersession, committed (once)",
+            target=target,
+            target_ms=1000.0,
+            single_ms=real_ms,
+            count=1,
+            note=f"{log.count} queries, {log.seconds * 1000:.0f} ms SQL, incl. commit + after-commit enqueues",
+        ),
+    ]
 
 
 # --- 2. search ------------------------------------------------------------------------------------
@@ -579,7 +648,9 @@ def bench_search(scale: Scale, queries: int, warmup: int) -> list[Row]:
     tenant_id: int = agent.tenant_id  # type: ignore[assignment]
     rng = random.Random(2)
     started = time.perf_counter()
-    projects = [Project.objects.get_or_create(tenant_id=tenant_id, key=f"proj-{p}")[0] for p in range(scale.search_projects)]  # fmt: skip
+    projects = [
+        Project.objects.get_or_create(tenant_id=tenant_id, key=f"proj-{p}")[0] for p in range(scale.search_projects)
+    ]
     # Fact keys: subjects x PREDICATES; one fact in nine has a superseded first revision.
     n_facts = math.ceil(scale.vectors / 1.125)
     history = scale.vectors - n_facts
@@ -600,16 +671,27 @@ def bench_search(scale: Scale, queries: int, warmup: int) -> list[Row]:
             valid_from = first_valid + timedelta(days=30 * j)
             rid = next_id + j
             row = {
-                "id": rid, "tenant_id": tenant_id, "project_id": project.pk, "memory_id": new_public_id("mem"),
-                "subject_id": subject, "predicate": PREDICATES[predicate], "value": words(rng, rng.randint(3, 8)),
-                "status": "accepted" if head else "superseded", "valid_from": valid_from,
+                "id": rid,
+                "tenant_id": tenant_id,
+                "project_id": project.pk,
+                "memory_id": new_public_id("mem"),
+                "subject_id": subject,
+                "predicate": PREDICATES[predicate],
+                "value": words(rng, rng.randint(3, 8)),
+                "status": "accepted" if head else "superseded",
+                "valid_from": valid_from,
                 "valid_to": None if head else valid_from + timedelta(days=30),
                 "valid_to_recorded_at": None if head else valid_from + timedelta(days=30),
-                "recorded_from": valid_from, "recorded_to": None if head else valid_from + timedelta(days=30),
-                "revision": j + 1, "source_canonical_ref": f"bench://crm/{subject}", "source_revision": str(j + 1),
-                "issuer_id": agent.pk, "entered_current": True, "is_head": head,
+                "recorded_from": valid_from,
+                "recorded_to": None if head else valid_from + timedelta(days=30),
+                "revision": j + 1,
+                "source_canonical_ref": f"bench://crm/{subject}",
+                "source_revision": str(j + 1),
+                "issuer_id": agent.pk,
+                "entered_current": True,
+                "is_head": head,
                 "superseded_by_id": None if head else rid + 1,
-            }  # fmt: skip
+            }
             rows.append(row)
             record = MemoryRecord(subject_id=subject, predicate=row["predicate"], value=row["value"])
             entries.append(
@@ -711,16 +793,25 @@ def bench_search(scale: Scale, queries: int, warmup: int) -> list[Row]:
         api_ms = run(api)
     per_project = len(entries) // len(projects)
     return [
-        Row(f"index load: upsert {len(entries):,} entries, batches of {scale.upsert_batch:,}", count=len(batch_s),
-            single_ms=load_s * 1000, note=f"{len(entries) / load_s:,.0f} entries/s; batch first {batch_s[0]:.2f} s, "
-            f"last {batch_s[-1]:.2f} s"),
-        Row(f"VectorIndex.search k=10, project (~{per_project:,} rows)", project_ms,
-            note=f"exact scan; {statistics.mean(hits_seen[: warmup + queries]):.1f} hits/query"),
+        Row(
+            f"index load: upsert {len(entries):,} entries, batches of {scale.upsert_batch:,}",
+            count=len(batch_s),
+            single_ms=load_s * 1000,
+            note=f"{len(entries) / load_s:,.0f} entries/s; batch first {batch_s[0]:.2f} s, last {batch_s[-1]:.2f} s",
+        ),
+        Row(
+            f"VectorIndex.search k=10, project (~{per_project:,} rows)",
+            project_ms,
+            note=f"exact scan; {statistics.mean(hits_seen[: warmup + queries]):.1f} hits/query",
+        ),
         Row(f"VectorIndex.search k=10, whole tenant ({len(entries):,} rows)", tenant_ms, note="exact scan"),
-        Row("derived.search.search(principal, project, k=10), API", api_ms,
+        Row(
+            "derived.search.search(principal, project, k=10), API",
+            api_ms,
             note=f"index k=40 + DB check; {log.count / (warmup + queries):.1f} queries/call, "
-            f"{log.seconds * 1000 / (warmup + queries):.1f} ms SQL/call; {statistics.mean(api_usable):.1f} usable hits"),
-    ]  # fmt: skip
+            f"{log.seconds * 1000 / (warmup + queries):.1f} ms SQL/call; {statistics.mean(api_usable):.1f} usable hits",
+        ),
+    ]
 
 
 # --- 3. deletion ----------------------------------------------------------------------------------
@@ -773,12 +864,20 @@ def build_deletion_fixture(scale: Scale) -> DeletionFixture:
         if about:
             subject_events.append(public_id)
         tags = [who] if rng.random() < 0.9 else [who, f"other-{rng.randrange(1000):05d}"]
-        events.append({
-            "id": first_event + i, "public_id": public_id, "tenant_id": tenant_id, "project_id": project.pk,
-            "session_id": f"sess-{rng.randrange(2000)}", "actor": rng.choice(("user", "agent")),
-            "text": f"{who} said: {words(rng, rng.randint(6, 14))}", "occurred_at": now - timedelta(minutes=i),
-            "subject_ids": tags, "recorded_at": now - timedelta(minutes=i),
-        })  # fmt: skip
+        events.append(
+            {
+                "id": first_event + i,
+                "public_id": public_id,
+                "tenant_id": tenant_id,
+                "project_id": project.pk,
+                "session_id": f"sess-{rng.randrange(2000)}",
+                "actor": rng.choice(("user", "agent")),
+                "text": f"{who} said: {words(rng, rng.randint(6, 14))}",
+                "occurred_at": now - timedelta(minutes=i),
+                "subject_ids": tags,
+                "recorded_at": now - timedelta(minutes=i),
+            }
+        )
         event_subjects += [
             {"event_id": first_event + i, "tenant_id": tenant_id, "project_id": project.pk, "subject_id": tag}
             for tag in subject_tags(tags)
@@ -798,15 +897,28 @@ def build_deletion_fixture(scale: Scale) -> DeletionFixture:
             valid_from = first_valid + timedelta(days=j)
             cut = None if head else valid_from + timedelta(days=1)
             row = {
-                "id": rid, "tenant_id": tenant_id, "project_id": project.pk, "memory_id": new_public_id("mem"),
-                "subject_id": subject, "predicate": predicate, "value": words(rng, rng.randint(2, 6)),
-                "status": "accepted" if head else "superseded", "valid_from": valid_from, "valid_to": cut,
-                "valid_to_recorded_at": cut, "recorded_from": valid_from, "recorded_to": cut, "revision": j + 1,
-                "source_canonical_ref": f"bench://crm/{subject}", "source_revision": str(j + 1),
-                "issuer_id": writer.pk, "entered_current": True, "is_head": head,
+                "id": rid,
+                "tenant_id": tenant_id,
+                "project_id": project.pk,
+                "memory_id": new_public_id("mem"),
+                "subject_id": subject,
+                "predicate": predicate,
+                "value": words(rng, rng.randint(2, 6)),
+                "status": "accepted" if head else "superseded",
+                "valid_from": valid_from,
+                "valid_to": cut,
+                "valid_to_recorded_at": cut,
+                "recorded_from": valid_from,
+                "recorded_to": cut,
+                "revision": j + 1,
+                "source_canonical_ref": f"bench://crm/{subject}",
+                "source_revision": str(j + 1),
+                "issuer_id": writer.pk,
+                "entered_current": True,
+                "is_head": head,
                 "superseded_by_id": None if head else rid + 1,
                 "source_event_ids": [rng.choice(subject_events)] if subject_events else [],
-            }  # fmt: skip
+            }
             records.append(row)
             if head:
                 heads.append(row)
@@ -814,20 +926,42 @@ def build_deletion_fixture(scale: Scale) -> DeletionFixture:
     background: list[dict[str, Any]] = []
     for b in range(scale.del_background_records):
         who = f"other-{b // 10:05d}"
-        background.append({
-            "id": rid, "tenant_id": tenant_id, "project_id": project.pk, "memory_id": new_public_id("mem"),
-            "subject_id": who, "predicate": PREDICATES[b % 10], "value": words(rng, 4), "status": "accepted",
-            "valid_from": now - timedelta(days=100), "recorded_from": now - timedelta(days=100), "revision": 1,
-            "source_canonical_ref": f"bench://crm/{who}", "source_revision": "1", "issuer_id": writer.pk,
-            "entered_current": True, "is_head": True,
-        })  # fmt: skip
+        background.append(
+            {
+                "id": rid,
+                "tenant_id": tenant_id,
+                "project_id": project.pk,
+                "memory_id": new_public_id("mem"),
+                "subject_id": who,
+                "predicate": PREDICATES[b % 10],
+                "value": words(rng, 4),
+                "status": "accepted",
+                "valid_from": now - timedelta(days=100),
+                "recorded_from": now - timedelta(days=100),
+                "revision": 1,
+                "source_canonical_ref": f"bench://crm/{who}",
+                "source_revision": "1",
+                "issuer_id": writer.pk,
+                "entered_current": True,
+                "is_head": True,
+            }
+        )
         rid += 1
     audits = [
-        {"tenant_id": tenant_id, "at": r["recorded_from"], "actor_id": writer.pk, "actor_name": writer.name,
-         "action": "record.asserted.created", "object_type": "record", "object_id": r["memory_id"], "before": None,
-         "after": {"value": r["value"], "revision": r["revision"], "status": "accepted"}, "reason": ""}
+        {
+            "tenant_id": tenant_id,
+            "at": r["recorded_from"],
+            "actor_id": writer.pk,
+            "actor_name": writer.name,
+            "action": "record.asserted.created",
+            "object_type": "record",
+            "object_id": r["memory_id"],
+            "before": None,
+            "after": {"value": r["value"], "revision": r["revision"], "status": "accepted"},
+            "reason": "",
+        }
         for r in records + background
-    ]  # fmt: skip
+    ]
 
     # Summaries: each on 3 of the subject's records; one in ten also on a background head, and of a kind
     # with a regenerator, so the purge rebuilds it from that remaining base.
@@ -842,13 +976,21 @@ def build_deletion_fixture(scale: Scale) -> DeletionFixture:
             chosen.append(rng.choice(background))
         public_id = new_public_id("sum")
         summary_public.append(public_id)
-        summaries.append({
-            "id": first_summary + s, "public_id": public_id, "tenant_id": tenant_id, "project_id": project.pk,
-            "kind": "facts_digest" if regenerable else "text", "text": f"About {subject}: {words(rng, 20)}",
-            "derived_from": [{"memory_id": r["memory_id"], "revision": r["revision"]} for r in chosen],
-            "status": "current" if all(r["is_head"] for r in chosen) else "stale", "created_by_id": writer.pk,
-            "created_at": now, "status_changed_at": now,
-        })  # fmt: skip
+        summaries.append(
+            {
+                "id": first_summary + s,
+                "public_id": public_id,
+                "tenant_id": tenant_id,
+                "project_id": project.pk,
+                "kind": "facts_digest" if regenerable else "text",
+                "text": f"About {subject}: {words(rng, 20)}",
+                "derived_from": [{"memory_id": r["memory_id"], "revision": r["revision"]} for r in chosen],
+                "status": "current" if all(r["is_head"] for r in chosen) else "stale",
+                "created_by_id": writer.pk,
+                "created_at": now,
+                "status_changed_at": now,
+            }
+        )
         bases += [{"summary_id": first_summary + s, "record_id": r["id"], "revision": r["revision"]} for r in chosen]
 
     # Cache keys: every fact key of the subject, then answers built on 1-3 of its records.
@@ -885,16 +1027,30 @@ def build_deletion_fixture(scale: Scale) -> DeletionFixture:
     t0 = time.perf_counter()
     index = get_index()
     vectors = [
-        VectorEntry(entry_id=f"record:{r['memory_id']}", tenant_id=tenant_id, project_id=project.key, kind="record",
-                    object_id=r["memory_id"], revision=r["revision"],
-                    text=record_text(MemoryRecord(subject_id=r["subject_id"], predicate=r["predicate"], value=r["value"])),
-                    usable=r["is_head"])
+        VectorEntry(
+            entry_id=f"record:{r['memory_id']}",
+            tenant_id=tenant_id,
+            project_id=project.key,
+            kind="record",
+            object_id=r["memory_id"],
+            revision=r["revision"],
+            text=record_text(MemoryRecord(subject_id=r["subject_id"], predicate=r["predicate"], value=r["value"])),
+            usable=r["is_head"],
+        )
         for r in records + background
     ] + [
-        VectorEntry(entry_id=f"summary:{s['public_id']}", tenant_id=tenant_id, project_id=project.key, kind="summary",
-                    object_id=s["public_id"], revision=1, text=s["text"], usable=s["status"] == "current")
+        VectorEntry(
+            entry_id=f"summary:{s['public_id']}",
+            tenant_id=tenant_id,
+            project_id=project.key,
+            kind="summary",
+            object_id=s["public_id"],
+            revision=1,
+            text=s["text"],
+            usable=s["status"] == "current",
+        )
         for s in summaries
-    ]  # fmt: skip
+    ]
     for start in range(0, len(vectors), 5000):
         index.upsert(vectors[start : start + 5000])
     vector_s = time.perf_counter() - t0
@@ -910,17 +1066,22 @@ def build_deletion_fixture(scale: Scale) -> DeletionFixture:
         f"{vector_s:.1f} s."
     )
     return DeletionFixture(
-        tenant_id=tenant_id, project_key=project.key, subject=subject, compliance=compliance,
-        record_ids=[r["id"] for r in records], memory_ids=[r["memory_id"] for r in records], cache_keys=keys,
-        subject_events=len(subject_events), vector_rows=len(vectors),
-    )  # fmt: skip
+        tenant_id=tenant_id,
+        project_key=project.key,
+        subject=subject,
+        compliance=compliance,
+        record_ids=[r["id"] for r in records],
+        memory_ids=[r["memory_id"] for r in records],
+        cache_keys=keys,
+        subject_events=len(subject_events),
+        vector_rows=len(vectors),
+    )
 
 
 @contextlib.contextmanager
 def instrumented_stores(times: dict[str, float]) -> Iterator[None]:
     """Time each store adapter's find/hide/purge/verify and the deletion's propagate, in this process only."""
-    from deletion import service
-    from deletion.stores import STORES
+    from deletion import service, stores
 
     def timed(key: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -933,7 +1094,7 @@ def instrumented_stores(times: dict[str, float]) -> Iterator[None]:
         return wrapper
 
     patched: list[tuple[Any, str]] = []
-    for name, store in STORES.items():
+    for name, store in stores.registered().items():
         for method in ("find", "hide", "purge", "verify"):
             setattr(store, method, timed(f"{name}.{method}", getattr(store, method)))
             patched.append((store, method))
@@ -954,7 +1115,9 @@ def bench_deletion(scale: Scale, explain: bool) -> list[Row]:
     from deletion.backups import take_backup
     from deletion.models import DeletionRequest, StoreProgress
     from deletion.service import request_deletion
-    from deletion.stores import LogsStore, Scope, SummariesStore
+    from deletion.stores import Scope
+    from deletion.stores.logs import LogsStore
+    from deletion.stores.summaries import built_on
     from deletion.tasks import purge_store
     from memory_admin.derived.models import Event, Summary
     from memory_admin.derived.vectors import get_index
@@ -964,21 +1127,34 @@ def bench_deletion(scale: Scale, explain: bool) -> list[Row]:
     fx = build_deletion_fixture(scale)
     t0 = time.perf_counter()
     backup = take_backup(retention_days=30)
-    say(f"Backup taken first (untimed): {backup.method}, {backup.size_bytes / 1e6:.1f} MB in "
-        f"{time.perf_counter() - t0:.1f} s, expires {backup.expires_at:%Y-%m-%d}")  # fmt: skip
+    say(
+        f"Backup taken first (untimed): {backup.method}, {backup.size_bytes / 1e6:.1f} MB in "
+        f"{time.perf_counter() - t0:.1f} s, expires {backup.expires_at:%Y-%m-%d}"
+    )
 
     if explain:
         project_id = MemoryRecord.all_objects.get(pk=fx.record_ids[0]).project_id
         event_ids = sorted(
-            {e for ids in MemoryRecord.all_objects.filter(pk__in=fx.record_ids).values_list("source_event_ids", flat=True)
-             for e in ids}
-        )  # fmt: skip
+            {
+                e
+                for ids in MemoryRecord.all_objects.filter(pk__in=fx.record_ids).values_list(
+                    "source_event_ids", flat=True
+                )
+                for e in ids
+            }
+        )
         for label, qs in (
-            ("logs.find: LogsStore._matching", LogsStore()._matching(fx.tenant_id, project_id, [fx.subject], event_ids)),
-            ("summaries.find: SummariesStore.built_on",
-             SummariesStore.built_on(Scope(fx.tenant_id, project_id, "", list(MemoryRecord.all_objects.filter(
-                 pk__in=fx.record_ids))))),
-        ):  # fmt: skip
+            (
+                "logs.find: LogsStore._matching",
+                LogsStore()._matching(fx.tenant_id, project_id, [fx.subject], event_ids),
+            ),
+            (
+                "summaries.find: summaries.built_on",
+                built_on(
+                    Scope(fx.tenant_id, project_id, "", list(MemoryRecord.all_objects.filter(pk__in=fx.record_ids)))
+                ),
+            ),
+        ):
             t0 = time.perf_counter()
             plan = qs.explain(analyze=True, buffers=True)
             say(
@@ -997,9 +1173,12 @@ def bench_deletion(scale: Scale, explain: bool) -> list[Row]:
     with instrumented_stores(times), logged_queries() as log:
         t0 = time.perf_counter()
         request = request_deletion(
-            fx.compliance, project_id=fx.project_key, scope={"subject_id": fx.subject},
-            reason="bench: erasure request", dry_run=False,
-        )  # fmt: skip
+            fx.compliance,
+            project_id=fx.project_key,
+            scope={"subject_id": fx.subject},
+            reason="bench: erasure request",
+            dry_run=False,
+        )
         request_s = time.perf_counter() - t0
         committed_at = timezone.now()
     assert isinstance(request, DeletionRequest)
@@ -1012,7 +1191,10 @@ def bench_deletion(scale: Scale, explain: bool) -> list[Row]:
         f"{request_s:.2f} s in SQL; removed_from_reads_at is stamped {stamp_lag:.2f} s before the call returned "
         "(it is taken when _accept starts; reads see the hiding only at commit)"
     )
-    say("  time per step inside the call: " + ", ".join(f"{k} {v:.2f} s" for k, v in sorted(times.items(), key=lambda kv: -kv[1]) if v >= 0.005))  # fmt: skip
+    say(
+        "  time per step inside the call: "
+        + ", ".join(f"{k} {v:.2f} s" for k, v in sorted(times.items(), key=lambda kv: -kv[1]) if v >= 0.005)
+    )
     say("  slowest queries:")
     log.print_slowest(6)
     live = MemoryRecord.objects.filter(tenant_id=fx.tenant_id, subject_id=fx.subject).count()
@@ -1040,10 +1222,14 @@ def bench_deletion(scale: Scale, explain: bool) -> list[Row]:
     to_confirmed = (
         (request.purge_confirmed_at - request.accepted_at).total_seconds() if request.purge_confirmed_at else math.nan
     )
-    say(f"  state {request.state}; purge_confirmed_at {request.purge_confirmed_at}; backups_expire_at "
-        f"{request.backups_expire_at} ({request.backups_note})")  # fmt: skip
-    say(f"  {'store':<11} {'state':<9} {'found':>7} {'hidden':>7} {'purged':>7} {'remain':>6} {'tries':>5} "
-        f"{'apply s':>8} {'purge s':>8} {'verify s':>8} {'SQL s':>6} {'queries':>7}  evidence")  # fmt: skip
+    say(
+        f"  state {request.state}; purge_confirmed_at {request.purge_confirmed_at}; backups_expire_at "
+        f"{request.backups_expire_at} ({request.backups_note})"
+    )
+    say(
+        f"  {'store':<11} {'state':<9} {'found':>7} {'hidden':>7} {'purged':>7} {'remain':>6} {'tries':>5} "
+        f"{'apply s':>8} {'purge s':>8} {'verify s':>8} {'SQL s':>6} {'queries':>7}  evidence"
+    )
     rows = list(StoreProgress.objects.filter(request=request).order_by("id"))
     for p in rows:
         elapsed, plog, _ = per_store.get(p.store, (math.nan, QueryLog(), ""))
@@ -1051,7 +1237,7 @@ def bench_deletion(scale: Scale, explain: bool) -> list[Row]:
             f"  {p.store:<11} {p.state:<9} {p.found:>7,} {p.hidden:>7,} {p.purged:>7,} {p.remaining if p.remaining is not None else '-':>6} "
             f"{p.attempts:>5} {elapsed:>8.2f} {times.get(f'{p.store}.purge', 0):>8.2f} {times.get(f'{p.store}.verify', 0):>8.2f} "
             f"{plog.seconds:>6.2f} {plog.count:>7,}  {short_json(p.evidence)}"
-        )  # fmt: skip
+        )
         if p.last_error:
             say(f"    last_error: {p.last_error[:300]}")
     slowest_store = max(per_store.items(), key=lambda kv: kv[1][0])
@@ -1063,22 +1249,46 @@ def bench_deletion(scale: Scale, explain: bool) -> list[Row]:
     check("backups_expire_at is set (the backup taken first)", request.backups_expire_at is not None)
     index = get_index()
     remaining_vectors = len(index.find(tenant_id=fx.tenant_id, object_ids=fx.memory_ids))
-    check("no vector entry of the subject's records left", remaining_vectors == 0,
-          f"{remaining_vectors}; index now {index.count(tenant_id=fx.tenant_id):,} rows, {index.versions()} version(s)")  # fmt: skip
+    check(
+        "no vector entry of the subject's records left",
+        remaining_vectors == 0,
+        f"{remaining_vectors}; index now {index.count(tenant_id=fx.tenant_id):,} rows, {index.versions()} version(s)",
+    )
     left = cache.get_many(fx.cache_keys)
     check(f"none of the {len(fx.cache_keys):,} cache keys in Redis", not left, f"{len(left)} present")
 
     critical = max(elapsed for elapsed, _, _ in per_store.values())
     return [
-        Row("request_deletion → removed_from_reads (call wall time)", target="≤ 1,000 ms", target_ms=1000.0,
-            single_ms=request_s * 1000, count=1, note=f"{log.count:,} queries, {log.seconds:.1f} s in SQL"),
-        Row("purge of all stores, sequential purge_store.apply", single_ms=purge_s * 1000, count=len(rows),
-            note=f"slowest store {slowest_store[0]} {slowest_store[1][0]:.1f} s (a lower bound with parallel workers: {critical:.1f} s)"),
-        Row("request accepted → purge_confirmed_at (DB timestamps)", target="≤ 60,000 ms", target_ms=60_000.0,
-            single_ms=to_confirmed * 1000, count=1, note="accepted_at: when the request row is created, inside the call"),
-        Row("request_deletion start → last store verified (wall)", target="≤ 60,000 ms", target_ms=60_000.0,
-            single_ms=(request_s + purge_s) * 1000, count=1),
-    ]  # fmt: skip
+        Row(
+            "request_deletion → removed_from_reads (call wall time)",
+            target="≤ 1,000 ms",
+            target_ms=1000.0,
+            single_ms=request_s * 1000,
+            count=1,
+            note=f"{log.count:,} queries, {log.seconds:.1f} s in SQL",
+        ),
+        Row(
+            "purge of all stores, sequential purge_store.apply",
+            single_ms=purge_s * 1000,
+            count=len(rows),
+            note=f"slowest store {slowest_store[0]} {slowest_store[1][0]:.1f} s (a lower bound with parallel workers: {critical:.1f} s)",
+        ),
+        Row(
+            "request accepted → purge_confirmed_at (DB timestamps)",
+            target="≤ 60,000 ms",
+            target_ms=60_000.0,
+            single_ms=to_confirmed * 1000,
+            count=1,
+            note="accepted_at: when the request row is created, inside the call",
+        ),
+        Row(
+            "request_deletion start → last store verified (wall)",
+            target="≤ 60,000 ms",
+            target_ms=60_000.0,
+            single_ms=(request_s + purge_s) * 1000,
+            count=1,
+        ),
+    ]
 
 
 # --- main -----------------------------------------------------------------------------------------

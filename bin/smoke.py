@@ -73,8 +73,12 @@ class Forms(HTMLParser):
             if self._nav:
                 self.nav_links.append(a["href"])
         if tag == "form":
-            self._form = {"action": a.get("action", ""), "method": a.get("method", "get").lower(), "inputs": {},
-                          "buttons": []}  # fmt: skip
+            self._form = {
+                "action": a.get("action", ""),
+                "method": a.get("method", "get").lower(),
+                "inputs": {},
+                "buttons": [],
+            }
             self.forms.append(self._form)
         if self._form is None:
             return
@@ -132,9 +136,14 @@ class Browser:
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
 
     def request(
-        self, method: str, path: str, data: dict[str, Any] | None = None, *, json_body: Any = None,
+        self,
+        method: str,
+        path: str,
+        data: dict[str, Any] | None = None,
+        *,
+        json_body: Any = None,
         headers: dict[str, str] | None = None,
-    ) -> tuple[int, str, str]:  # fmt: skip
+    ) -> tuple[int, str, str]:
         url = urllib.parse.urljoin(self.base, path)
         body = None
         all_headers = {"Referer": self.base + "/", **(headers or {})}
@@ -224,8 +233,13 @@ def delete_through_pages(browser: Browser, subject: str) -> dict[str, Any]:
     status, _, html = browser.get("/deletions/new/")
     expect(status == 200, f"/deletions/new/ answered {status}")
     form = next(f for f in parse(html).forms if "scope_value" in f["inputs"])
-    fields = {**form["inputs"], "project_id": "project-a", "scope_kind": "subject_id", "scope_value": subject,
-              "reason": "smoke test through the pages"}  # fmt: skip
+    fields = {
+        **form["inputs"],
+        "project_id": "project-a",
+        "scope_kind": "subject_id",
+        "scope_value": subject,
+        "reason": "smoke test through the pages",
+    }
     preview_button: dict[str, str] = next((b for b in form["buttons"] if says(b, "preview")), {})
     if preview_button.get("name"):
         fields[preview_button["name"]] = preview_button.get("value", "")
@@ -289,15 +303,28 @@ def main() -> int:
     var = Path(tempfile.mkdtemp(prefix="smoke-var-"))
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    env = {k: v for k, v in os.environ.items()
-           if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL", "VECTOR_INDEX_PATH", "REDIS_URL",
-                        "CELERY_TASK_DEFAULT_QUEUE", "CACHE_KEY_PREFIX", "BACKUP_DIR"}}  # fmt: skip
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in {
+            "DATABASE_URL",
+            "CELERY_BROKER_URL",
+            "CACHE_URL",
+            "VECTOR_INDEX_PATH",
+            "REDIS_URL",
+            "CELERY_TASK_DEFAULT_QUEUE",
+            "CACHE_KEY_PREFIX",
+            "BACKUP_DIR",
+        }
+    }
     env.update({"VAR_DIR": str(var), "PORT": str(port), "PYTHONUNBUFFERED": "1"})
     log = var / "smoke-run.log"
     started = time.monotonic()
     with log.open("wb") as out:
-        server = subprocess.Popen(["bin/run"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                  start_new_session=True)  # fmt: skip
+        server = subprocess.Popen(
+            ["bin/run"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
     try:
         while True:
             if server.poll() is not None:

@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.utils.serializer_helpers import ReturnDict
 
 from deletion import service
 from deletion.models import DeletionRequest
-from memory_admin.accounts.models import Principal
-from memory_admin.memory.api.pagination import NewestFirstCursorPagination
+from memory_admin.accounts.models import principal_of
+from memory_admin.lib.pagination import NewestFirstCursorPagination
+from memory_admin.memory.api.serializers import IsoDateTimeField
 from memory_admin.memory.errors import Forbidden, InvalidState
-
-
-def _principal(request: Request) -> Principal:
-    return request.user  # type: ignore[return-value]
 
 
 class DeletionInSerializer(serializers.Serializer):
@@ -31,74 +31,164 @@ class DeletionInSerializer(serializers.Serializer):
     preview_id = serializers.CharField(max_length=4000, required=False)
 
 
-class ReasonSerializer(serializers.Serializer):
+class CancelReasonSerializer(serializers.Serializer):
     reason = serializers.CharField(max_length=2000, allow_blank=True, default="")
+
+
+class StoreProgressSerializer(serializers.Serializer):
+    store = serializers.CharField()
+    state = serializers.CharField()
+    found = serializers.IntegerField()
+    hidden = serializers.IntegerField()
+    purged = serializers.IntegerField()
+    remaining = serializers.IntegerField(allow_null=True)
+    attempts = serializers.IntegerField()
+    last_error = serializers.CharField(allow_blank=True)
+    verified_at = IsoDateTimeField(allow_null=True)
+    evidence = serializers.JSONField()
+
+
+class StagesSerializer(serializers.Serializer):
+    accepted_at = IsoDateTimeField(allow_null=True)
+    removed_from_reads_at = IsoDateTimeField(allow_null=True)
+    purge_confirmed_at = IsoDateTimeField(allow_null=True)
+    backups_expire_at = IsoDateTimeField(allow_null=True)
+
+
+class PreviewDriftSerializer(serializers.Serializer):
+    """How the filed request differs from the preview it cites (service.Drift)."""
+
+    preview_id = serializers.CharField()
+    changed = serializers.BooleanField()
+    records_changed = serializers.BooleanField()
+    previewed = serializers.DictField(child=serializers.IntegerField())
+    filed = serializers.DictField(child=serializers.IntegerField())
+
+
+class DeletionReportSerializer(serializers.Serializer):
+    """A deletion request's report (rendered by service.report, which the dashboard shows too); filed
+    from a preview, it also carries `preview` (pass the drift as context `{"preview": drift payload}`)."""
+
+    id = serializers.CharField()
+    project_id = serializers.CharField()
+    scope = serializers.JSONField()
+    reason = serializers.CharField(allow_blank=True)
+    due_by = serializers.DateField(allow_null=True)
+    state = serializers.ChoiceField(choices=DeletionRequest.State.choices)
+    requested_by = serializers.CharField()
+    approved_by = serializers.CharField(allow_null=True)
+    stages = StagesSerializer()
+    backups_note = serializers.CharField(allow_blank=True)
+    stores = StoreProgressSerializer(many=True)
+    statement = serializers.CharField()
+    preview = PreviewDriftSerializer(required=False)
+
+    def to_representation(self, instance: DeletionRequest) -> dict[str, Any]:
+        answer = service.report(instance)
+        if "preview" in self.context:
+            answer["preview"] = self.context["preview"]
+        return answer
+
+
+class PreviewStoreSerializer(serializers.Serializer):
+    store = serializers.CharField()
+    found = serializers.IntegerField()
+    samples = serializers.ListField(child=serializers.CharField())
+
+
+class DeletionPreviewSerializer(serializers.Serializer):
+    """Answer of a dry run: what each store holds for the scope, and the id to cite when filing."""
+
+    dry_run = serializers.BooleanField()
+    preview_id = serializers.CharField()
+    preview_expires_at = IsoDateTimeField(allow_null=True)
+    stores = PreviewStoreSerializer(many=True)
+
+    def to_representation(self, instance: service.Preview) -> dict[str, Any]:
+        return {
+            "dry_run": True,
+            "preview_id": instance.preview_id,
+            "preview_expires_at": instance.expires_at.isoformat() if instance.expires_at else None,
+            "stores": [{"store": k, **v} for k, v in instance.stores.items()],
+        }
+
+
+def _report(deletion: DeletionRequest) -> ReturnDict:
+    return DeletionReportSerializer(deletion).data  # type: ignore[no-any-return]
 
 
 class DeletionRequestViewSet(viewsets.ViewSet):
     lookup_field = "request_id"
+    # Used by `list` (a cursor page, newest first) and by the schema to describe that page.
+    pagination_class = NewestFirstCursorPagination
 
-    @extend_schema(request=DeletionInSerializer)
+    @extend_schema(
+        request=DeletionInSerializer, responses={202: DeletionReportSerializer, 200: DeletionPreviewSerializer}
+    )
     def create(self, request: Request) -> Response:
         body = DeletionInSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
         if data.get("preview_id") and not data["dry_run"]:
             filed, drift = service.file_previewed(
-                _principal(request), preview_id=data["preview_id"], project_id=data["project_id"],
-                scope=data["scope"], reason=data["reason"], due_by=data.get("due_by"),
-            )  # fmt: skip
-            return Response(
-                {**service.report(filed), "preview": drift.as_payload(data["preview_id"])},
-                status=status.HTTP_202_ACCEPTED,
+                principal_of(request),
+                preview_id=data["preview_id"],
+                project_id=data["project_id"],
+                scope=data["scope"],
+                reason=data["reason"],
+                due_by=data.get("due_by"),
             )
+            answer = DeletionReportSerializer(filed, context={"preview": drift.as_payload(data["preview_id"])}).data
+            return Response(answer, status=status.HTTP_202_ACCEPTED)
         result = service.request_deletion(
-            _principal(request), project_id=data["project_id"], scope=data["scope"], reason=data["reason"],
-            due_by=data.get("due_by"), dry_run=data["dry_run"],
-        )  # fmt: skip
+            principal_of(request),
+            project_id=data["project_id"],
+            scope=data["scope"],
+            reason=data["reason"],
+            due_by=data.get("due_by"),
+            dry_run=data["dry_run"],
+        )
         if isinstance(result, service.Preview):
-            return Response({
-                "dry_run": True, "preview_id": result.preview_id,
-                "preview_expires_at": result.expires_at.isoformat() if result.expires_at else None,
-                "stores": [{"store": k, **v} for k, v in result.stores.items()],
-            })  # fmt: skip
-        return Response(service.report(result), status=status.HTTP_202_ACCEPTED)
+            return Response(DeletionPreviewSerializer(result).data)
+        return Response(_report(result), status=status.HTTP_202_ACCEPTED)
 
+    @extend_schema(responses=DeletionReportSerializer(many=True))
     def list(self, request: Request) -> Response:
-        principal = _principal(request)
+        principal = principal_of(request)
         if not principal.has_role("compliance", "owner", "admin"):
             return Response({"next": None, "previous": None, "results": []})  # the cursor-page shape
         requests = DeletionRequest.objects.filter(tenant_id=principal.tenant_id).select_related(
             "project", "requested_by", "approved_by"
         )
-        paginator = NewestFirstCursorPagination()
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(requests, request, view=self)
-        return paginator.get_paginated_response([service.report(r) for r in page or []])
+        return paginator.get_paginated_response(DeletionReportSerializer(page or [], many=True).data)
 
+    @extend_schema(responses=DeletionReportSerializer)
     def retrieve(self, request: Request, request_id: str) -> Response:
-        return Response(service.report(service.get_request(_principal(request), request_id)))
+        return Response(_report(service.get_request(principal_of(request), request_id)))
 
+    @extend_schema(request=None, responses={202: DeletionReportSerializer})
     @action(detail=True, methods=["post"])
     def approve(self, request: Request, request_id: str) -> Response:
-        return Response(
-            service.report(service.approve(_principal(request), request_id)), status=status.HTTP_202_ACCEPTED
-        )
+        return Response(_report(service.approve(principal_of(request), request_id)), status=status.HTTP_202_ACCEPTED)
 
-    @extend_schema(request=ReasonSerializer)
+    @extend_schema(request=CancelReasonSerializer, responses=DeletionReportSerializer)
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, request_id: str) -> Response:
-        body = ReasonSerializer(data=request.data)
+        body = CancelReasonSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        return Response(service.report(service.cancel(_principal(request), request_id, body.validated_data["reason"])))
+        return Response(_report(service.cancel(principal_of(request), request_id, body.validated_data["reason"])))
 
+    @extend_schema(request=None, responses={202: DeletionReportSerializer})
     @action(detail=True, methods=["post"])
     def retry(self, request: Request, request_id: str) -> Response:
         """Requeue the stores that are not verified (after fixing what made them fail)."""
-        principal = _principal(request)
+        principal = principal_of(request)
         if not principal.has_role("compliance"):
             raise Forbidden("Only compliance staff retry deletions.")
         deletion = service.get_request(principal, request_id)
         if deletion.state in (DeletionRequest.State.AWAITING_APPROVAL, DeletionRequest.State.CANCELLED):
             raise InvalidState(f"A {deletion.state} request has nothing to retry.")
         service.retry_stores(deletion)
-        return Response(service.report(deletion), status=status.HTTP_202_ACCEPTED)
+        return Response(_report(deletion), status=status.HTTP_202_ACCEPTED)

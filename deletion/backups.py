@@ -28,10 +28,20 @@ def take_backup(retention_days: int | None = None) -> Backup:
             raise RuntimeError("pg_dump is not installed; install the PostgreSQL client to take backups.")
         env = {**os.environ, "PGPASSWORD": str(db.get("PASSWORD") or "")}
         subprocess.run(
-            [pg_dump, "--format=custom", "--no-owner", f"--file={path}", f"--host={db.get('HOST') or '127.0.0.1'}",
-             f"--port={db.get('PORT') or 5432}", f"--username={db.get('USER') or 'postgres'}", str(db["NAME"])],
-            check=True, env=env, capture_output=True,
-        )  # fmt: skip
+            [
+                pg_dump,
+                "--format=custom",
+                "--no-owner",
+                f"--file={path}",
+                f"--host={db.get('HOST') or '127.0.0.1'}",
+                f"--port={db.get('PORT') or 5432}",
+                f"--username={db.get('USER') or 'postgres'}",
+                str(db["NAME"]),
+            ],
+            check=True,
+            env=env,
+            capture_output=True,
+        )
         method = "pg_dump"
     else:
         path = folder / f"{now:%Y%m%dT%H%M%S%f}.sqlite3"
@@ -47,6 +57,9 @@ def take_backup(retention_days: int | None = None) -> Backup:
         method = "sqlite_backup"
     days = retention_days if retention_days is not None else settings.BACKUP_RETENTION_DAYS
     return Backup.objects.create(
-        taken_at=now, expires_at=now + timedelta(days=days), path=str(path), method=method,
+        taken_at=now,
+        expires_at=now + timedelta(days=days),
+        path=str(path),
+        method=method,
         size_bytes=path.stat().st_size,
-    )  # fmt: skip
+    )

@@ -3,18 +3,18 @@ catalogue that gives the last stage: until when backups taken earlier still hold
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
 from memory_admin.accounts.models import Tenant
-from memory_admin.memory.models import Project, new_public_id
+from memory_admin.memory.models import Project, PublicIdModel
 
 
-class DeletionRequest(models.Model):
+class DeletionRequest(PublicIdModel):
+    public_prefix = "del"
+
     class State(models.TextChoices):
         AWAITING_APPROVAL = "awaiting_approval", "Awaiting a second approval"
         ACCEPTED = "accepted", "Accepted"
@@ -29,7 +29,6 @@ class DeletionRequest(models.Model):
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="deletion_requests")
-    public_id = models.CharField(max_length=64, unique=True, default="")
     # The scope as filed. A subject id or predicate is an identifier, not memory content; it stays so that
     # compliance staff can say what was deleted. Values and texts are never kept here.
     scope_kind = models.CharField(max_length=12, choices=ScopeKind.choices)
@@ -51,11 +50,6 @@ class DeletionRequest(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["tenant", "-id"], name="deletion_tenant_newest")]
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        if not self.public_id:
-            self.public_id = new_public_id("del")
-        super().save(*args, **kwargs)
 
     def __str__(self) -> str:
         return f"{self.public_id} ({self.state})"

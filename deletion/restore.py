@@ -15,13 +15,11 @@ from typing import Any
 
 from django.db import connection, connections, transaction
 
-from deletion import ledger
-from deletion.models import DeletionRequest, Tombstone
-from deletion.stores import STORES, Scope
+from deletion import ledger, stores
+from deletion.models import Tombstone
+from deletion.stores import Job, Scope
 from memory_admin.accounts.models import Tenant
 from memory_admin.memory.models import MemoryRecord, Project
-
-REPLAYED_STORES = ("records", "logs", "summaries", "caches")
 
 
 def restore_backup(backup_path: str) -> dict[str, Any]:
@@ -36,11 +34,22 @@ def restore_backup(backup_path: str) -> dict[str, Any]:
         if pg_restore is None:
             raise RuntimeError("pg_restore is not installed; install the PostgreSQL client to restore.")
         subprocess.run(
-            [pg_restore, "--clean", "--if-exists", "--no-owner", "--single-transaction",
-             f"--host={db.get('HOST') or '127.0.0.1'}", f"--port={db.get('PORT') or 5432}",
-             f"--username={db.get('USER') or 'postgres'}", f"--dbname={db['NAME']}", str(path)],
-            check=True, capture_output=True, env={**os.environ, "PGPASSWORD": str(db.get("PASSWORD") or "")},
-        )  # fmt: skip
+            [
+                pg_restore,
+                "--clean",
+                "--if-exists",
+                "--no-owner",
+                "--single-transaction",
+                f"--host={db.get('HOST') or '127.0.0.1'}",
+                f"--port={db.get('PORT') or 5432}",
+                f"--username={db.get('USER') or 'postgres'}",
+                f"--dbname={db['NAME']}",
+                str(path),
+            ],
+            check=True,
+            capture_output=True,
+            env={**os.environ, "PGPASSWORD": str(db.get("PASSWORD") or "")},
+        )
     else:
         shutil.copyfile(path, db["NAME"])
     return replay_tombstones()
@@ -48,7 +57,7 @@ def restore_backup(backup_path: str) -> dict[str, Any]:
 
 def replay_tombstones() -> dict[str, Any]:
     """Re-create every ledger tombstone the database lacks and purge what it covers, through the same
-    store adapters a deletion request uses."""
+    store adapters a deletion request uses (those registered as `replayed`)."""
     have = set(Tombstone.objects.values_list("tenant_id", "kind", "memory_id", "scope_hash"))
     tenants = set(Tenant.objects.values_list("id", flat=True))  # a tenant not in this database has nothing to purge
     missing = [
@@ -72,14 +81,24 @@ def replay_tombstones() -> dict[str, Any]:
                 project = Project.objects.get(pk=project_id)
                 mine = [r for r in records if r.project_id == project_id]
                 has_subject_stone = any(e["kind"] == Tombstone.Kind.SUBJECT for e in entries)
-                scope = Scope(tenant_id=tenant_id, project_id=project_id, project_key=project.key, records=mine,
-                              subjects=sorted({r.subject_id for r in mine}) if has_subject_stone else [])  # fmt: skip
-                # An unsaved stand-in: the adapters need only its ids and its public id for the markers.
-                stand_in = DeletionRequest(tenant_id=tenant_id, project_id=project_id, public_id=public_id)
+                scope = Scope(
+                    tenant_id=tenant_id,
+                    project_id=project_id,
+                    project_key=project.key,
+                    records=mine,
+                    subjects=sorted({r.subject_id for r in mine}) if has_subject_stone else [],
+                )
                 # Every store finds its targets before any purges, as at acceptance: purging the records
                 # first would cascade away the links the other stores find their copies by.
-                found = {name: STORES[name].find(scope) for name in REPLAYED_STORES}
-                for name in REPLAYED_STORES:
-                    progress = type("Replay", (), {"targets": found[name].targets, "evidence": {}})()
-                    purged[name] += STORES[name].purge(stand_in, progress)  # type: ignore[arg-type]
+                replayed = stores.replayed()
+                found = {name: store.find(scope) for name, store in replayed.items()}
+                for name, store in replayed.items():
+                    job = Job(
+                        tenant_id=tenant_id,
+                        request_public_id=public_id,
+                        project_id=project_id,
+                        project_key=project.key,
+                        targets=found[name].targets,
+                    )
+                    purged[name] += store.purge(job)
     return {"tombstones_replayed": len(missing), "purged": dict(purged)}

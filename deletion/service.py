@@ -20,9 +20,9 @@ from django.core import signing
 from django.db import transaction
 from django.utils import timezone
 
-from deletion import ledger, tombstones
+from deletion import ledger, stores, task_refs, tombstones
 from deletion.models import Backup, DeletionRequest, StoreProgress, Tombstone
-from deletion.stores import STORES, Scope
+from deletion.stores import Scope, job_for
 from memory_admin.accounts.models import Principal
 from memory_admin.derived.propagation import propagate
 from memory_admin.memory import audit, validation
@@ -94,8 +94,13 @@ class Drift:
         return "; ".join(parts)
 
     def as_payload(self, preview_id: str) -> dict[str, Any]:
-        return {"preview_id": preview_id, "changed": self.changed, "records_changed": self.records_changed,
-                "previewed": self.previewed, "filed": self.filed}  # fmt: skip
+        return {
+            "preview_id": preview_id,
+            "changed": self.changed,
+            "records_changed": self.records_changed,
+            "previewed": self.previewed,
+            "filed": self.filed,
+        }
 
 
 def _digest(value: Any) -> str:
@@ -111,12 +116,20 @@ def _records_digest(scope: Scope) -> str:
     return _digest(sorted(scope.record_ids))
 
 
-def _sign_preview(principal: Principal, project: Project, kind: str, value: Any, scope: Scope,
-                  counts: dict[str, int]) -> str:  # fmt: skip
+def _sign_preview(
+    principal: Principal, project: Project, kind: str, value: Any, scope: Scope, counts: dict[str, int]
+) -> str:
     """Content-free claims: ids of the principal and project, digests of the scope and of the records it
     resolved to, and each store's count."""
-    claims = {"v": 1, "t": principal.tenant_id, "u": principal.pk, "p": project.key, "s": _scope_digest(kind, value),
-              "r": _records_digest(scope), "c": counts}  # fmt: skip
+    claims = {
+        "v": 1,
+        "t": principal.tenant_id,
+        "u": principal.pk,
+        "p": project.key,
+        "s": _scope_digest(kind, value),
+        "r": _records_digest(scope),
+        "c": counts,
+    }
     return signing.dumps(claims, salt=PREVIEW_SALT, compress=True)
 
 
@@ -181,7 +194,7 @@ def _checked(principal: Principal, project_id: str, scope: Any, reason: str) -> 
     if not Project.objects.filter(tenant_id=principal.tenant_id, key=project_id).exists():
         validation.check_identifiers(project_id=project_id)
     project = _project(principal, project_id)
-    resolved = resolve_scope(principal.tenant_id, project, kind, value)  # type: ignore[arg-type]
+    resolved = resolve_scope(principal.tenant_pk, project, kind, value)
     if kind != ScopeKind.MEMORY_IDS and not resolved.records:
         validation.check_identifiers(**{kind: value})
     if kind == ScopeKind.MEMORY_IDS and len(resolved.records) != len(set(value)):
@@ -191,17 +204,22 @@ def _checked(principal: Principal, project_id: str, scope: Any, reason: str) -> 
 
 
 def _counts(scope: Scope) -> dict[str, dict[str, Any]]:
-    stores = {}
-    for name, store in STORES.items():
+    counted = {}
+    for name, store in stores.registered().items():
         found = store.find(scope)
-        stores[name] = {"found": found.count, "samples": found.samples}
-    return stores
+        counted[name] = {"found": found.count, "samples": found.samples}
+    return counted
 
 
 def request_deletion(
-    principal: Principal, *, project_id: str, scope: Any, reason: str, due_by: date | None = None,
+    principal: Principal,
+    *,
+    project_id: str,
+    scope: Any,
+    reason: str,
+    due_by: date | None = None,
     dry_run: bool = False,
-) -> DeletionRequest | Preview:  # fmt: skip
+) -> DeletionRequest | Preview:
     """File a deletion request, or with `dry_run` say what each store would touch and change nothing.
 
     The dry run answers a `preview_id` that `file_previewed` takes, to file exactly the previewed scope.
@@ -244,23 +262,39 @@ def file_previewed(
     else:  # awaiting approval: the stores are found again when it is approved
         filed = {name: store["found"] for name, store in _counts(resolved).items()}
     previewed = {str(k): int(v) for k, v in dict(claims.get("c") or {}).items()}
-    drift = Drift(previewed=previewed, filed=filed, records_changed=claims.get("r") != _records_digest(resolved),
-                  stores=list(STORES))  # fmt: skip
+    drift = Drift(
+        previewed=previewed,
+        filed=filed,
+        records_changed=claims.get("r") != _records_digest(resolved),
+        stores=list(stores.registered()),
+    )
     return request, drift
 
 
-def _file(principal: Principal, project: Project, kind: str, value: Any, reason: str, due_by: date | None,
-          resolved: Scope) -> DeletionRequest:  # fmt: skip
+def _file(
+    principal: Principal, project: Project, kind: str, value: Any, reason: str, due_by: date | None, resolved: Scope
+) -> DeletionRequest:
     validation.check_datetimes(due_by=due_by)
     with transaction.atomic():
         request = DeletionRequest.objects.create(
-            tenant_id=principal.tenant_id, project=project, scope_kind=kind, scope_value=value, reason=reason.strip(),
-            due_by=due_by, requested_by=principal,
+            tenant_id=principal.tenant_id,
+            project=project,
+            scope_kind=kind,
+            scope_value=value,
+            reason=reason.strip(),
+            due_by=due_by,
+            requested_by=principal,
             state=State.AWAITING_APPROVAL if kind == ScopeKind.PREDICATE else State.ACCEPTED,
-        )  # fmt: skip
-        audit.record_event(tenant=request.tenant_id, actor=principal, action="deletion.requested",
-                           object_type="deletion", object_id=request.public_id, reason=request.reason,
-                           after={"scope": kind, "state": request.state})  # fmt: skip
+        )
+        audit.record_event(
+            tenant=request.tenant_id,
+            actor=principal,
+            action=audit.Action.DELETION_REQUESTED,
+            object_type="deletion",
+            object_id=request.public_id,
+            reason=request.reason,
+            after={"scope": kind, "state": request.state},
+        )
         if request.state == State.ACCEPTED:
             _accept(request, resolved)
     return request
@@ -279,8 +313,13 @@ def approve(principal: Principal, public_id: str) -> DeletionRequest:
         request.state = State.ACCEPTED
         request.accepted_at = timezone.now()
         request.save(update_fields=["approved_by", "state", "accepted_at"])
-        audit.record_event(tenant=request.tenant_id, actor=principal, action="deletion.approved",
-                           object_type="deletion", object_id=request.public_id)  # fmt: skip
+        audit.record_event(
+            tenant=request.tenant_id,
+            actor=principal,
+            action=audit.Action.DELETION_APPROVED,
+            object_type="deletion",
+            object_id=request.public_id,
+        )
         _accept(request, resolve_scope(request.tenant_id, request.project, request.scope_kind, request.scope_value))
     return request
 
@@ -295,8 +334,14 @@ def cancel(principal: Principal, public_id: str, reason: str) -> DeletionRequest
         request.state = State.CANCELLED
         request.cancelled_at = timezone.now()
         request.save(update_fields=["state", "cancelled_at"])
-        audit.record_event(tenant=request.tenant_id, actor=principal, action="deletion.cancelled",
-                           object_type="deletion", object_id=request.public_id, reason=reason)  # fmt: skip
+        audit.record_event(
+            tenant=request.tenant_id,
+            actor=principal,
+            action=audit.Action.DELETION_CANCELLED,
+            object_type="deletion",
+            object_id=request.public_id,
+            reason=reason,
+        )
     return request
 
 
@@ -318,36 +363,53 @@ def _accept(request: DeletionRequest, scope: Scope) -> None:
         for r in scope.records
     ]
     if request.scope_kind == ScopeKind.SUBJECT:
-        stones.append(Tombstone(tenant_id=request.tenant_id, request=request, kind=Tombstone.Kind.SUBJECT, created_at=now,
-                                scope_hash=tombstones.subject_scope(request.tenant_id, scope.project_key,
-                                                                    request.scope_value)))  # fmt: skip
+        stones.append(
+            Tombstone(
+                tenant_id=request.tenant_id,
+                request=request,
+                kind=Tombstone.Kind.SUBJECT,
+                created_at=now,
+                scope_hash=tombstones.subject_scope(request.tenant_id, scope.project_key, request.scope_value),
+            )
+        )
     elif request.scope_kind == ScopeKind.PREDICATE:
-        stones.append(Tombstone(tenant_id=request.tenant_id, request=request, kind=Tombstone.Kind.PREDICATE, created_at=now,
-                                scope_hash=tombstones.predicate_scope(request.tenant_id, scope.project_key,
-                                                                      request.scope_value)))  # fmt: skip
+        stones.append(
+            Tombstone(
+                tenant_id=request.tenant_id,
+                request=request,
+                kind=Tombstone.Kind.PREDICATE,
+                created_at=now,
+                scope_hash=tombstones.predicate_scope(request.tenant_id, scope.project_key, request.scope_value),
+            )
+        )
     for stone in stones:
         stone.request_public_id = request.public_id
     Tombstone.objects.bulk_create(stones)
     ledger.append_after_commit(stones)
     live = [r for r in scope.records if r.tombstoned_at is None]
     rows = []
-    for name, store in STORES.items():
+    for name, store in stores.registered().items():
         found = store.find(scope)
-        rows.append(StoreProgress(request=request, store=name, targets=found.targets, found=found.count,
-                                  evidence={"samples": found.samples}))  # fmt: skip
+        rows.append(
+            StoreProgress(
+                request=request,
+                store=name,
+                targets=found.targets,
+                found=found.count,
+                evidence={"samples": found.samples},
+            )
+        )
     StoreProgress.objects.bulk_create(rows)
     # Dependants learn first (notices to agents holding copies, plans suspended, caches evicted), while the
     # records still read as themselves; then every database store hides its part.
     propagate(live, reason=f"Deleted by request {request.public_id}.", now=now)
     for progress in request.stores.all():
-        hidden = STORES[progress.store].hide(request, progress, now)
+        hidden = stores.get(progress.store).hide(job_for(progress), now)
         StoreProgress.objects.filter(pk=progress.pk).update(hidden=hidden)
     # Stamped as the acceptance transaction ends: reads stop returning the scope at its commit, next.
     request.removed_from_reads_at = timezone.now()
     request.save(update_fields=["removed_from_reads_at"])
-    from deletion.tasks import run_request
-
-    enqueue_after_commit(run_request, request.pk)
+    enqueue_after_commit(task_refs.run_request(), request.pk)
 
 
 def get_request(principal: Principal, public_id: str, *, for_update: bool = False) -> DeletionRequest:
@@ -364,14 +426,12 @@ def get_request(principal: Principal, public_id: str, *, for_update: bool = Fals
 
 def retry_stores(request: DeletionRequest) -> int:
     """Requeue every store of the request that is not verified (failed ones restart their attempts)."""
-    from deletion.tasks import purge_store
-
     rows = list(request.stores.exclude(state=StoreProgress.State.VERIFIED))
     StoreProgress.objects.filter(pk__in=[r.pk for r in rows], state=StoreProgress.State.FAILED).update(
         state=StoreProgress.State.PENDING, lease_until=None
     )
     for row in rows:
-        enqueue_after_commit(purge_store, row.pk)
+        enqueue_after_commit(task_refs.purge_store(), row.pk)
     return len(rows)
 
 
@@ -390,11 +450,17 @@ def finish_if_verified(request_id: int) -> bool:
         request.backups_expire_at = max((b.expires_at for b in held), default=None)
         request.backups_note = (
             f"{len(held)} backup(s) taken before the purge still hold the data until the latest expires."
-            if held else "No backup taken before the purge is still kept."
-        )  # fmt: skip
+            if held
+            else "No backup taken before the purge is still kept."
+        )
         request.save(update_fields=["purge_confirmed_at", "state", "backups_expire_at", "backups_note"])
-        audit.record_event(tenant=request.tenant_id, actor=None, action="deletion.purge_confirmed",
-                           object_type="deletion", object_id=request.public_id)  # fmt: skip
+        audit.record_event(
+            tenant=request.tenant_id,
+            actor=None,
+            action=audit.Action.DELETION_PURGE_CONFIRMED,
+            object_type="deletion",
+            object_id=request.public_id,
+        )
     return True
 
 
@@ -411,8 +477,14 @@ def lift_tombstone(principal: Principal, tombstone_id: int, reason: str) -> Tomb
         if stone.lifted_at is None:
             stone.lifted_at, stone.lifted_by, stone.lift_reason = timezone.now(), principal, reason.strip()
             stone.save(update_fields=["lifted_at", "lifted_by", "lift_reason"])
-            audit.record_event(tenant=stone.tenant_id, actor=principal, action="tombstone.lifted",
-                               object_type="tombstone", object_id=str(stone.pk), reason=reason)  # fmt: skip
+            audit.record_event(
+                tenant=stone.tenant_id,
+                actor=principal,
+                action=audit.Action.TOMBSTONE_LIFTED,
+                object_type="tombstone",
+                object_id=str(stone.pk),
+                reason=reason,
+            )
     return stone
 
 
@@ -423,9 +495,12 @@ def report(request: DeletionRequest) -> dict[str, Any]:
         return moment.isoformat() if moment else None
 
     return {
-        "id": request.public_id, "project_id": request.project.key,
-        "scope": {request.scope_kind: request.scope_value}, "reason": request.reason,
-        "due_by": request.due_by.isoformat() if request.due_by else None, "state": request.state,
+        "id": request.public_id,
+        "project_id": request.project.key,
+        "scope": {request.scope_kind: request.scope_value},
+        "reason": request.reason,
+        "due_by": request.due_by.isoformat() if request.due_by else None,
+        "state": request.state,
         "requested_by": request.requested_by.name,
         "approved_by": request.approved_by.name if request.approved_by else None,
         "stages": {
@@ -436,11 +511,20 @@ def report(request: DeletionRequest) -> dict[str, Any]:
         },
         "backups_note": request.backups_note,
         "stores": [
-            {"store": p.store, "state": p.state, "found": p.found, "hidden": p.hidden, "purged": p.purged,
-             "remaining": p.remaining, "attempts": p.attempts, "last_error": p.last_error,
-             "verified_at": iso(p.verified_at), "evidence": p.evidence}
+            {
+                "store": p.store,
+                "state": p.state,
+                "found": p.found,
+                "hidden": p.hidden,
+                "purged": p.purged,
+                "remaining": p.remaining,
+                "attempts": p.attempts,
+                "last_error": p.last_error,
+                "verified_at": iso(p.verified_at),
+                "evidence": p.evidence,
+            }
             for p in request.stores.order_by("id")
         ],
         "statement": "Each stage is reported separately; backups taken before the purge hold the data until "
         "they expire. This report does not claim the data is completely forgotten.",
-    }  # fmt: skip
+    }

@@ -17,9 +17,10 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from deletion import stores
 from deletion.models import DeletionRequest, StoreProgress
 from deletion.service import finish_if_verified
-from deletion.stores import STORES
+from deletion.stores import job_for
 from memory_admin.memory import audit, task_failures
 
 MAX_ATTEMPTS = 8
@@ -62,12 +63,13 @@ def purge_store(self: Any, progress_id: int) -> str:
     DeletionRequest.objects.filter(pk=request.pk, state=DeletionRequest.State.ACCEPTED).update(
         state=DeletionRequest.State.PURGING
     )
-    store = STORES[progress.store]
+    store = stores.get(progress.store)
+    job = job_for(progress)
     try:
-        purged = store.purge(request, progress)
+        purged = store.purge(job)
         if settings.DELETION_DRILL_PAUSE_SECONDS:  # fault drills: a window to kill the worker mid-purge
             time.sleep(settings.DELETION_DRILL_PAUSE_SECONDS)
-        verification = store.verify(request, progress)
+        verification = store.verify(job)
     except Exception as exc:
         StoreProgress.objects.filter(pk=progress_id).update(
             state=StoreProgress.State.FAILED, last_error=f"{type(exc).__name__}: {exc}"[:2000], lease_until=None
@@ -76,7 +78,7 @@ def purge_store(self: Any, progress_id: int) -> str:
             raise self.retry(countdown=min(2 ** (self.request.retries + 1), 300), exc=exc) from None
         return "failed"
     now = timezone.now()
-    evidence = {**progress.evidence, **verification.evidence}
+    evidence = {**job.evidence, **verification.evidence}  # what the purge added, then the verification
     if verification.remaining == 0 and not verification.waiting:
         state, error = StoreProgress.State.VERIFIED, ""
     elif verification.waiting:
@@ -84,9 +86,14 @@ def purge_store(self: Any, progress_id: int) -> str:
     else:
         state, error = StoreProgress.State.FAILED, f"Verification found {verification.remaining} remaining."
     StoreProgress.objects.filter(pk=progress_id).update(
-        state=state, purged=F("purged") + purged, remaining=verification.remaining, last_error=error,
-        lease_until=None, evidence=evidence, verified_at=now if state == StoreProgress.State.VERIFIED else None,
-    )  # fmt: skip
+        state=state,
+        purged=F("purged") + purged,
+        remaining=verification.remaining,
+        last_error=error,
+        lease_until=None,
+        evidence=evidence,
+        verified_at=now if state == StoreProgress.State.VERIFIED else None,
+    )
     if state == StoreProgress.State.FAILED and self.request.retries < self.max_retries:
         raise self.retry(countdown=min(2 ** (self.request.retries + 1), 300))
     finish_if_verified(request.pk)
@@ -99,10 +106,12 @@ def reconcile_deletions() -> int:
     recently confirmed requests, re-opening a store if anything came back."""
     now = timezone.now()
     stuck = StoreProgress.objects.filter(
-        Q(state__in=(StoreProgress.State.PENDING, StoreProgress.State.FAILED, StoreProgress.State.WAITING),
-          lease_until__isnull=True)
+        Q(
+            state__in=(StoreProgress.State.PENDING, StoreProgress.State.FAILED, StoreProgress.State.WAITING),
+            lease_until__isnull=True,
+        )
         | Q(state=StoreProgress.State.RUNNING, lease_until__lt=now)
-    ).exclude(request__state=DeletionRequest.State.AWAITING_APPROVAL)  # fmt: skip
+    ).exclude(request__state=DeletionRequest.State.AWAITING_APPROVAL)
     ids = list(stuck.values_list("id", flat=True)[:500])
     for progress_id in ids:
         purge_store.delay(progress_id)
@@ -120,28 +129,37 @@ def recheck_confirmed(now: Any) -> int:
         if progress.verified_at and progress.verified_at > now - timedelta(minutes=30):
             continue
         try:
-            verification = STORES[progress.store].verify(progress.request, progress)
+            verification = stores.get(progress.store).verify(job_for(progress))
         except Exception as exc:
             # One store that cannot be read now must not stop the re-check of every other request.
             task_failures.record_failure(
-                tenant_id=progress.request.tenant_id, task="reconcile_deletions", object_type="deletion",
-                object_id=progress.request.public_id, error=exc,
-            )  # fmt: skip
+                tenant_id=progress.request.tenant_id,
+                task="reconcile_deletions",
+                object_type="deletion",
+                object_id=progress.request.public_id,
+                error=exc,
+            )
             continue
         if verification.remaining == 0:
             StoreProgress.objects.filter(pk=progress.pk).update(verified_at=now)
             continue
         with transaction.atomic():
             StoreProgress.objects.filter(pk=progress.pk).update(
-                state=StoreProgress.State.PENDING, remaining=verification.remaining,
+                state=StoreProgress.State.PENDING,
+                remaining=verification.remaining,
                 last_error=f"Re-check found {verification.remaining} again; purging again.",
-            )  # fmt: skip
+            )
             DeletionRequest.objects.filter(pk=progress.request_id).update(
                 state=DeletionRequest.State.PURGING, purge_confirmed_at=None, backups_expire_at=None
             )
-            audit.record_event(tenant=progress.request.tenant_id, actor=None, action="deletion.reopened",
-                               object_type="deletion", object_id=progress.request.public_id,
-                               reason=f"{progress.store}: {verification.remaining} found again")  # fmt: skip
+            audit.record_event(
+                tenant=progress.request.tenant_id,
+                actor=None,
+                action=audit.Action.DELETION_REOPENED,
+                object_type="deletion",
+                object_id=progress.request.public_id,
+                reason=f"{progress.store}: {verification.remaining} found again",
+            )
         purge_store.delay(progress.pk)
         reopened += 1
     return reopened

@@ -1,7 +1,9 @@
 """Tombstones: content-free marks that hide deleted content and refuse to let it come back.
 
 Every write path calls one of the `refuse_*` checks inside its own transaction; a refusal raises
-Tombstoned (HTTP 410) and is logged as a RefusedWrite once the transaction has rolled back.
+Tombstoned (HTTP 410) and is logged as a RefusedWrite once the transaction has rolled back. The memory and
+derived layers know nothing of deletion: DeletionConfig.ready() registers these checks as their write
+guards (`memory.hooks`, `derived.hooks`), and `refusals_logged` as the scope around every guarded write.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from django.db.models import Q
 from deletion.models import RefusedWrite, Tombstone
 from memory_admin.derived.models import Event
 from memory_admin.memory.errors import Tombstoned
+from memory_admin.memory.hooks import FactWrite
 
 
 def keyed(*parts: Any) -> str:
@@ -128,6 +131,22 @@ def refuse_assertion(
             stone = live().filter(tenant_id=tenant_id).order_by("-id").first()
             if stone is not None:
                 _refuse(stone, "it is extracted from log lines a deletion removed")
+
+
+def guard_assertion(write: FactWrite) -> None:
+    """Memory's assertion guard (registered in DeletionConfig.ready): `refuse_assertion` on what the
+    assertion is about to write, inside its transaction with the fact locked."""
+    refuse_assertion(
+        write.tenant_id,
+        write.project_id,
+        write.subject_id,
+        write.predicate,
+        value=write.value,
+        source_ref=write.source_canonical_ref,
+        source_revision=write.source_revision,
+        event_ids=write.event_ids,
+        derived_from=[d.get("memory_id", "") for d in write.derived_from],
+    )
 
 
 def refuse_event(tenant_id: int, project: str, subject_ids: Iterable[str], occurred_at: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import weakref
 from typing import Any
 
 from django.db import transaction
@@ -29,11 +30,15 @@ def enqueue_after_commit(task: Any, *args: Any) -> None:
 
 
 class _Batch:
+    """The items of one task gathered in one transaction; sent once, by the flush registered with on_commit."""
+
     def __init__(self, task: Any) -> None:
         self.task = task
         self.items: list[Any] = []
+        self.sent = False
 
     def flush(self) -> None:
+        self.sent = True
         try:
             self.task.delay(sorted(set(self.items)))
         except Exception:
@@ -42,18 +47,22 @@ class _Batch:
             )
 
 
+# The open batch of each (connection, task). Held weakly: the only strong reference is the flush that
+# transaction.on_commit keeps, so when a rollback discards the transaction's callbacks the batch goes with
+# them, and the next transaction starts a new one. No look into Django's private callback list.
+_open_batches: weakref.WeakValueDictionary[tuple[int, str], _Batch] = weakref.WeakValueDictionary()
+
+
 def enqueue_batched_after_commit(task: Any, items: list[Any]) -> None:
     """Like enqueue_after_commit for a task taking one list, but the calls of one transaction share one
     message. Only for idempotent tasks that read their state from the database: items added in a
     savepoint that rolls back are still sent (and find nothing to do)."""
-    connection = transaction.get_connection()
-    if not connection.in_atomic_block:
+    if transaction.get_autocommit():  # no transaction open: nothing to batch with
         enqueue_after_commit(task, list(items))
         return
-    batches: dict[str, _Batch] = connection.__dict__.setdefault("_batched_enqueues", {})
-    batch = batches.get(task.name)
-    # A batch counts only while its flush is still registered: a rollback discards the callbacks.
-    if batch is None or not any(entry[1] == batch.flush for entry in connection.run_on_commit):
-        batch = batches[task.name] = _Batch(task)
+    key = (id(transaction.get_connection()), task.name)
+    batch = _open_batches.get(key)
+    if batch is None or batch.sent:
+        batch = _open_batches[key] = _Batch(task)
         transaction.on_commit(batch.flush)
     batch.items.extend(items)

@@ -236,12 +236,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["memory_admin.accounts.permissions.IsTenantMember"],
-    "DEFAULT_PAGINATION_CLASS": "memory_admin.memory.api.pagination.NewestFirstCursorPagination",
+    "DEFAULT_PAGINATION_CLASS": "memory_admin.lib.pagination.NewestFirstCursorPagination",
     "PAGE_SIZE": 50,
-    "EXCEPTION_HANDLER": "memory_admin.memory.api.errors.exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "memory_admin.lib.api_errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "memory_admin.lib.schema.AutoSchema",
     "UNAUTHENTICATED_USER": None,
-    "DEFAULT_PARSER_CLASSES": ["memory_admin.memory.api.parsers.LimitedJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["memory_admin.lib.parsers.LimitedJSONParser"],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Memory governance API",

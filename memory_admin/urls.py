@@ -8,7 +8,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
-    path("api/v1/", include("memory_admin.memory.api.urls")),
+    path("api/v1/", include("memory_admin.api_urls")),
     path("", include("memory_admin.dashboard.urls")),
 ]
 

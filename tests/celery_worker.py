@@ -52,10 +52,25 @@ def running_worker(log_path: Path, **extra_env: str) -> Iterator[subprocess.Pope
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
         worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "memory_admin", "worker", "--pool=solo", "--loglevel=INFO",
-             "--without-mingle", "--without-gossip", "-Q", settings.CELERY_TASK_DEFAULT_QUEUE],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "memory_admin",
+                "worker",
+                "--pool=solo",
+                "--loglevel=INFO",
+                "--without-mingle",
+                "--without-gossip",
+                "-Q",
+                settings.CELERY_TASK_DEFAULT_QUEUE,
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         try:
             yield worker
         finally:

@@ -67,13 +67,16 @@ _ID_BLOCKS = itertools.count(1)
 
 
 @pytest.fixture(autouse=True)
-def _ids_never_come_back(django_db_blocker: Any) -> None:
+def _ids_never_come_back(request: pytest.FixtureRequest, django_db_blocker: Any) -> None:
     """On SQLite a rolled-back test gives its ids back (AUTOINCREMENT's counter rolls back with the rows), so
     the next test's tenant is id 1 again; PostgreSQL's sequences never go back. State that outlives a test
     and is keyed by id (the vector index, the cache, project ids remembered per process) relies on that:
     here each test's ids start at a fresh block, committed before the test's transaction begins."""
     if not settings.DATABASES["default"]["ENGINE"] == SQLITE:
         return
+    if request.node.get_closest_marker("django_db") is None and "django_db_setup" not in request.fixturenames:
+        return  # a test without the database: nothing to do (and no test database yet, maybe)
+    request.getfixturevalue("django_db_setup")  # the test database exists before its counters are moved
     from django.db import connection
 
     with django_db_blocker.unblock():

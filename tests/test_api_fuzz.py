@@ -73,16 +73,36 @@ def _seed_tenant(agent: Principal, other_agent: Principal, owner: Principal, com
         "subject_id": "task-proposal-017",
         "predicate": "submission_deadline",
     }
-    first = assert_fact(agent, Assertion(**deadline, value="2026-10-30T17:00+09:00", valid_from=at(10, 20),
-                                         source_canonical_ref="task:017", source_revision="r17"))  # fmt: skip
-    current = assert_fact(agent, Assertion(**deadline, value="2026-11-02T17:00+09:00", valid_from=at(10, 22),
-                                           source_canonical_ref="task:017", source_revision="r18",
-                                           expected_revision=1)).record  # fmt: skip
+    first = assert_fact(
+        agent,
+        Assertion(
+            **deadline,
+            value="2026-10-30T17:00+09:00",
+            valid_from=at(10, 20),
+            source_canonical_ref="task:017",
+            source_revision="r17",
+        ),
+    )
+    current = assert_fact(
+        agent,
+        Assertion(
+            **deadline,
+            value="2026-11-02T17:00+09:00",
+            valid_from=at(10, 22),
+            source_canonical_ref="task:017",
+            source_revision="r18",
+            expected_revision=1,
+        ),
+    ).record
     price: dict[str, Any] = {"project_id": "project-a", "subject_id": "product-x", "predicate": "unit_price"}
-    assert_fact(agent, Assertion(**price, value=1200, valid_from=at(10, 26), source_canonical_ref="vendor:x",
-                                 source_revision="a"))  # fmt: skip
-    disputed = assert_fact(other_agent, Assertion(**price, value=1350, valid_from=at(10, 26),
-                                                  source_canonical_ref="partner:x", source_revision="b"))  # fmt: skip
+    assert_fact(
+        agent,
+        Assertion(**price, value=1200, valid_from=at(10, 26), source_canonical_ref="vendor:x", source_revision="a"),
+    )
+    disputed = assert_fact(
+        other_agent,
+        Assertion(**price, value=1350, valid_from=at(10, 26), source_canonical_ref="partner:x", source_revision="b"),
+    )
     assert disputed.dispute is not None
     base = [{"memory_id": current.memory_id, "revision": current.revision}]
     as_agent = APIClient()
@@ -92,31 +112,44 @@ def _seed_tenant(agent: Principal, other_agent: Principal, owner: Principal, com
     )
     action = as_agent.post(
         "/api/v1/scheduled-actions/",
-        {"project_id": "project-a", "kind": "reminder", "payload": {"t": 1}, "due_at": at(11, 1).isoformat(),
-         "derived_from": base},
+        {
+            "project_id": "project-a",
+            "kind": "reminder",
+            "payload": {"t": 1},
+            "due_at": at(11, 1).isoformat(),
+            "derived_from": base,
+        },
         format="json",
-    )  # fmt: skip
+    )
     load = as_agent.post(
         "/api/v1/context-loads/",
-        {"session_id": "s-1", "memories": [{"memory_id": first.record.memory_id, "revision": 1}],
-         "expires_at": at(12, 1).isoformat()},
+        {
+            "session_id": "s-1",
+            "memories": [{"memory_id": first.record.memory_id, "revision": 1}],
+            "expires_at": at(12, 1).isoformat(),
+        },
         format="json",
-    )  # fmt: skip
+    )
     as_admin = APIClient()
     as_admin.credentials(HTTP_AUTHORIZATION=f"Bearer {issue_token(owner)}")
     policy = as_admin.post(
         "/api/v1/field-policies/",
-        {"project_id": "project-a", "predicate": "submission_deadline", "canonical_source": {"connector": "manual"},
-         "recheck_interval": "P1D", "retention_days": 365},
+        {
+            "project_id": "project-a",
+            "predicate": "submission_deadline",
+            "canonical_source": {"connector": "manual"},
+            "recheck_interval": "P1D",
+            "retention_days": 365,
+        },
         format="json",
-    )  # fmt: skip
+    )
     as_compliance = APIClient()
     as_compliance.credentials(HTTP_AUTHORIZATION=f"Bearer {issue_token(compliance)}")
     deletion = as_compliance.post(
         "/api/v1/deletion-requests/",
         {"project_id": "project-a", "scope": {"subject_id": "product-x"}, "reason": "asked"},
         format="json",
-    )  # fmt: skip
+    )
     for response in (summary, action, load, policy, deletion):
         assert response.status_code in (201, 202), response.content
     return {

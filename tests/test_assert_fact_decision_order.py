@@ -114,16 +114,22 @@ def test_an_identical_repeat_is_idempotent_with_200(api, agent, moved_deadline):
 
 
 def test_equal_rank_sources_that_disagree_are_both_kept_as_disputed_with_202(api, agent, other_agent):
-    price = {"project_id": "project-a", "subject_id": "product-x", "predicate": "unit_price",
-             "valid_from": at(10, 26).isoformat()}  # fmt: skip
+    price = {
+        "project_id": "project-a",
+        "subject_id": "product-x",
+        "predicate": "unit_price",
+        "valid_from": at(10, 26).isoformat(),
+    }
     first = api(agent).post(
-        "/api/v1/records/", {**price, "value": 1200, "source": {"canonical_ref": "vendor:x", "revision": "a"}},
+        "/api/v1/records/",
+        {**price, "value": 1200, "source": {"canonical_ref": "vendor:x", "revision": "a"}},
         format="json",
-    )  # fmt: skip
+    )
     second = api(other_agent).post(
-        "/api/v1/records/", {**price, "value": 1350, "source": {"canonical_ref": "partner:x", "revision": "b"}},
+        "/api/v1/records/",
+        {**price, "value": 1350, "source": {"canonical_ref": "partner:x", "revision": "b"}},
         format="json",
-    )  # fmt: skip
+    )
     assert first.status_code == 201
     assert second.status_code == 202
     assert second.json()["status"] == "disputed"
@@ -173,17 +179,26 @@ def test_a_value_valid_from_tomorrow_is_stored_now_and_answers_only_from_then(ap
     limit = {"project_id": "p", "subject_id": "expense-policy", "predicate": "approval_limit"}
     client.post(
         "/api/v1/records/",
-        {**limit, "value": 50000, "valid_from": (now - timedelta(days=30)).isoformat(),
-         "source": {"canonical_ref": "handbook", "revision": "1"}},
+        {
+            **limit,
+            "value": 50000,
+            "valid_from": (now - timedelta(days=30)).isoformat(),
+            "source": {"canonical_ref": "handbook", "revision": "1"},
+        },
         format="json",
-    )  # fmt: skip
+    )
     tomorrow = now + timedelta(days=1)
     response = client.post(
         "/api/v1/records/",
-        {**limit, "value": 100000, "valid_from": tomorrow.isoformat(), "expected_revision": 1,
-         "source": {"canonical_ref": "handbook", "revision": "2"}},
+        {
+            **limit,
+            "value": 100000,
+            "valid_from": tomorrow.isoformat(),
+            "expected_revision": 1,
+            "source": {"canonical_ref": "handbook", "revision": "2"},
+        },
         format="json",
-    )  # fmt: skip
+    )
     assert response.status_code == 201
     assert client.get("/api/v1/facts/current/", limit).json()["value"] == 50000
     later = (tomorrow + timedelta(hours=1)).isoformat()

@@ -297,10 +297,14 @@ def test_a_policy_stored_before_the_bounds_does_not_break_writes_or_rechecks(api
 
     project = Project.objects.create(tenant=agent.tenant, key=DEADLINE["project_id"])
     FieldPolicy.objects.create(
-        tenant=agent.tenant, project=project, predicate=DEADLINE["predicate"], retention_days=INT_MAX,
+        tenant=agent.tenant,
+        project=project,
+        predicate=DEADLINE["predicate"],
+        retention_days=INT_MAX,
         # 100M days: far past year 9999, yet storable on SQLite too (a 64-bit count of microseconds there).
-        recheck_interval=timedelta(days=100_000_000), canonical_source={"connector": "manual"},
-    )  # fmt: skip
+        recheck_interval=timedelta(days=100_000_000),
+        canonical_source={"connector": "manual"},
+    )
     write = api(agent).post("/api/v1/records/", record_body(), format="json")
     assert write.status_code == 201, write.content
     record = MemoryRecord.objects.get()

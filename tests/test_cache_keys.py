@@ -12,7 +12,8 @@ import re
 import pytest
 from django.core.cache import cache
 
-from deletion.stores import CachesStore, Scope
+from deletion.stores import Scope
+from deletion.stores.caches import CachesStore
 from memory_admin.derived.caches import cache_key, cached_fact, fact_key, store
 from memory_admin.derived.models import CacheEntry
 from memory_admin.memory.actions import Assertion, assert_fact
@@ -62,8 +63,15 @@ def test_the_cache_refuses_a_key_joined_from_strings(agent):
 
 
 def permission(subject: str, value: str, project: str = LONG_PROJECT, predicate: str = "can_send") -> Assertion:
-    return Assertion(project_id=project, subject_id=subject, predicate=predicate, value=value,
-                     valid_from=at(10, 1), source_canonical_ref=f"acl:{subject}", source_revision="1")  # fmt: skip
+    return Assertion(
+        project_id=project,
+        subject_id=subject,
+        predicate=predicate,
+        value=value,
+        valid_from=at(10, 1),
+        source_canonical_ref=f"acl:{subject}",
+        source_revision="1",
+    )
 
 
 def current(client, project: str, subject: str, predicate: str):
@@ -81,10 +89,30 @@ def test_bobs_revoked_permission_is_not_answered_from_alices_cached_entry(api, a
 
 
 def test_facts_that_differ_only_by_where_a_colon_falls_keep_their_own_answers(api, agent):
-    assert_fact(agent, Assertion(project_id="pc:s", subject_id="t", predicate="q", value="one",
-                                 valid_from=at(10, 1), source_canonical_ref="a:1", source_revision="1"))  # fmt: skip
-    assert_fact(agent, Assertion(project_id="pc", subject_id="s:t", predicate="q", value="two",
-                                 valid_from=at(10, 1), source_canonical_ref="a:2", source_revision="1"))  # fmt: skip
+    assert_fact(
+        agent,
+        Assertion(
+            project_id="pc:s",
+            subject_id="t",
+            predicate="q",
+            value="one",
+            valid_from=at(10, 1),
+            source_canonical_ref="a:1",
+            source_revision="1",
+        ),
+    )
+    assert_fact(
+        agent,
+        Assertion(
+            project_id="pc",
+            subject_id="s:t",
+            predicate="q",
+            value="two",
+            valid_from=at(10, 1),
+            source_canonical_ref="a:2",
+            source_revision="1",
+        ),
+    )
     client = api(agent)
     assert current(client, "pc:s", "t", "q").json()["value"] == "one"
     assert current(client, "pc", "s:t", "q").json()["value"] == "two"

@@ -106,10 +106,20 @@ def test_the_database_refuses_two_accepted_records_for_one_valid_instant(agent):
 
     first = assert_fact(agent, deadline("2026-10-30", "r17", at(10, 20))).record
     clash = MemoryRecord(
-        tenant=first.tenant, project=first.project, subject_id=first.subject_id, predicate=first.predicate,
-        value="2026-11-02", status="accepted", valid_from=at(10, 25), recorded_from=at(10, 25), revision=2,
-        source_canonical_ref="x", source_revision="1", issuer=agent, entered_current=True,
-    )  # fmt: skip
+        tenant=first.tenant,
+        project=first.project,
+        subject_id=first.subject_id,
+        predicate=first.predicate,
+        value="2026-11-02",
+        status="accepted",
+        valid_from=at(10, 25),
+        recorded_from=at(10, 25),
+        revision=2,
+        source_canonical_ref="x",
+        source_revision="1",
+        issuer=agent,
+        entered_current=True,
+    )
     with pytest.raises(IntegrityError), transaction.atomic():
         clash.save()
         with connection.cursor() as cursor:

@@ -28,9 +28,19 @@ def test_create_principal_prints_a_working_token_on_its_last_line(db):
 
 def test_create_principal_sets_a_password_and_several_roles_for_a_human(db):
     call_command(
-        "create_principal", "--tenant", "initech", "--name", "peter", "--role", "owner", "--role", "compliance",
-        "--password", "tangerine-orbit-42", stdout=StringIO(),
-    )  # fmt: skip
+        "create_principal",
+        "--tenant",
+        "initech",
+        "--name",
+        "peter",
+        "--role",
+        "owner",
+        "--role",
+        "compliance",
+        "--password",
+        "tangerine-orbit-42",
+        stdout=StringIO(),
+    )
     peter = Principal.objects.get(username="peter@initech")
     assert peter.kind == "human" and sorted(peter.roles) == ["compliance", "owner"]
     assert peter.check_password("tangerine-orbit-42")

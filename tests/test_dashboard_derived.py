@@ -25,8 +25,12 @@ def signed_in(principal) -> Client:
 def story(agent, other_agent):
     old = assert_fact(agent, deadline("2026-10-30T17:00+09:00", "r17", at(10, 20))).record
     lineage.create_summary(agent, project_id="project-a", text="Due Oct 30", bases=[BaseRef(old.memory_id, 1)])
-    lineage.register_context_load(other_agent, session_id="sess-9", bases=[BaseRef(old.memory_id, 1)],
-                                  expires_at=timezone.now() + timedelta(hours=2))  # fmt: skip
+    lineage.register_context_load(
+        other_agent,
+        session_id="sess-9",
+        bases=[BaseRef(old.memory_id, 1)],
+        expires_at=timezone.now() + timedelta(hours=2),
+    )
     new = assert_fact(agent, deadline("2026-11-02T17:00+09:00", "r18", at(10, 22), expected_revision=1)).record
     return old, new
 

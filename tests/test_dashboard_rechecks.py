@@ -26,10 +26,13 @@ def signed_in(principal) -> Client:
 @pytest.fixture
 def http_policy(admin, source):
     return FieldPolicy.objects.create(
-        tenant=admin.tenant, predicate="submission_deadline", canonical_ref_prefix="task-system:",
-        canonical_source=http_json_source(source[0], timeout=0.5), recheck_interval=timedelta(days=1),
+        tenant=admin.tenant,
+        predicate="submission_deadline",
+        canonical_ref_prefix="task-system:",
+        canonical_source=http_json_source(source[0], timeout=0.5),
+        recheck_interval=timedelta(days=1),
         risk=FieldPolicy.Risk.HIGH,
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture
@@ -39,11 +42,21 @@ def overdue(agent, http_policy):
 
 
 POLICY_FORM = {
-    "project_id": "", "predicate": "send_permission", "authorized_issuers": "ada, olivia",
-    "canonical_ref_prefix": "iam:", "connector": "http_json", "url_template": "http://127.0.0.1:9/{subject_id}",
-    "value_pointer": "/value", "revision_pointer": "/rev", "timeout_seconds": "2", "recheck_interval": "PT6H",
-    "recheck_before_action": "on", "on_failure": "block_action", "risk": "high", "retention_days": "",
-}  # fmt: skip
+    "project_id": "",
+    "predicate": "send_permission",
+    "authorized_issuers": "ada, olivia",
+    "canonical_ref_prefix": "iam:",
+    "connector": "http_json",
+    "url_template": "http://127.0.0.1:9/{subject_id}",
+    "value_pointer": "/value",
+    "revision_pointer": "/rev",
+    "timeout_seconds": "2",
+    "recheck_interval": "PT6H",
+    "recheck_before_action": "on",
+    "on_failure": "block_action",
+    "risk": "high",
+    "retention_days": "",
+}
 
 
 def test_an_admin_creates_a_policy_in_the_editor(admin):
@@ -86,9 +99,10 @@ def test_an_admin_edits_and_deletes_a_policy(admin, http_policy):
 def test_test_this_source_shows_what_a_recheck_would_conclude(admin, overdue, http_policy, source):
     source[1].set(SUBJECT, value="2026-11-05", revision="r19")
     response = signed_in(admin).post(
-        f"/policies/{http_policy.pk}/test/", {"subject_id": SUBJECT, "project_id": "project-a"},
+        f"/policies/{http_policy.pk}/test/",
+        {"subject_id": SUBJECT, "project_id": "project-a"},
         headers={"HX-Request": "true"},
-    )  # fmt: skip
+    )
     html = response.content.decode()
     assert response.status_code == 200 and html.lstrip().startswith('<div id="test">')
     assert "verified_changed" in html and "2026-11-05" in html
@@ -107,8 +121,15 @@ def test_policies_are_for_admins_only(owner, compliance, outsider, http_policy):
 
 def test_the_queue_lists_overdue_records_by_risk(owner, overdue, agent):
     past = timezone.now() - timedelta(days=9)
-    other = Assertion(project_id="project-a", subject_id="other", predicate="status", value="x", valid_from=past,
-                      source_canonical_ref="crm:other", source_revision="1")  # fmt: skip
+    other = Assertion(
+        project_id="project-a",
+        subject_id="other",
+        predicate="status",
+        value="x",
+        valid_from=past,
+        source_canonical_ref="crm:other",
+        source_revision="1",
+    )
     low = assert_fact(agent, other, now=past).record
     MemoryRecord.objects.filter(pk=low.pk).update(recheck_after=past)  # no policy: low risk, long overdue
     page = signed_in(owner).get("/rechecks/")
@@ -141,9 +162,12 @@ def test_compliance_cannot_start_a_recheck(compliance, overdue):
 
 def test_manual_verification_still_true_and_changed(owner, agent, admin):
     FieldPolicy.objects.create(
-        tenant=admin.tenant, predicate="submission_deadline", canonical_source={"connector": "manual"},
-        recheck_interval=timedelta(days=1), authorized_issuers=["olivia"],
-    )  # fmt: skip
+        tenant=admin.tenant,
+        predicate="submission_deadline",
+        canonical_source={"connector": "manual"},
+        recheck_interval=timedelta(days=1),
+        authorized_issuers=["olivia"],
+    )
     past = timezone.now() - timedelta(days=2)
     record = assert_fact(owner, deadline("2026-11-02", "r18", past), now=past).record
     client = signed_in(owner)
@@ -160,9 +184,11 @@ def test_manual_verification_still_true_and_changed(owner, agent, admin):
 def test_manual_verification_by_someone_not_authorized_is_refused(owner, admin):
     record = assert_fact(owner, deadline("2026-11-02", "r18", timezone.now())).record
     FieldPolicy.objects.create(
-        tenant=admin.tenant, predicate="submission_deadline", canonical_source={"connector": "manual"},
+        tenant=admin.tenant,
+        predicate="submission_deadline",
+        canonical_source={"connector": "manual"},
         authorized_issuers=["somebody-else"],
-    )  # fmt: skip
+    )
     response = signed_in(owner).post(f"/records/{record.memory_id}/verify/", {"verdict": "still_true"}, follow=True)
     assert "Not recorded" in response.content.decode()
     assert MemoryRecord.objects.get(pk=record.pk).last_verified_at is None

@@ -21,10 +21,14 @@ def signed_in(principal) -> Client:
 
 @pytest.fixture
 def price_dispute(agent, other_agent) -> Dispute:
-    assert_fact(agent, Assertion(**PRICE, value=1200, valid_from=at(10, 26), source_canonical_ref="vendor:x",
-                                 source_revision="a"))  # fmt: skip
-    result = assert_fact(other_agent, Assertion(**PRICE, value=1350, valid_from=at(10, 26),
-                                                source_canonical_ref="partner:x", source_revision="b"))  # fmt: skip
+    assert_fact(
+        agent,
+        Assertion(**PRICE, value=1200, valid_from=at(10, 26), source_canonical_ref="vendor:x", source_revision="a"),
+    )
+    result = assert_fact(
+        other_agent,
+        Assertion(**PRICE, value=1350, valid_from=at(10, 26), source_canonical_ref="partner:x", source_revision="b"),
+    )
     assert result.dispute is not None
     return result.dispute
 
@@ -32,8 +36,18 @@ def price_dispute(agent, other_agent) -> Dispute:
 @pytest.fixture
 def many_records(agent):
     for i in range(60):
-        assert_fact(agent, Assertion(project_id="project-b", subject_id=f"item-{i:03d}", predicate="status",
-                                     value=f"v{i}", valid_from=at(10, 1), source_canonical_ref="crm", source_revision="1"))  # fmt: skip
+        assert_fact(
+            agent,
+            Assertion(
+                project_id="project-b",
+                subject_id=f"item-{i:03d}",
+                predicate="status",
+                value=f"v{i}",
+                valid_from=at(10, 1),
+                source_canonical_ref="crm",
+                source_revision="1",
+            ),
+        )
 
 
 def test_pages_need_a_signed_in_user(db):
@@ -248,9 +262,10 @@ def test_bulk_expire_applies_all_or_nothing(owner, moved_deadline, many_records)
     fresh = list(MemoryRecord.objects.filter(project__key="project-b").values_list("memory_id", flat=True)[:2])
     superseded = moved_deadline[0].record.memory_id  # cannot expire: it is history already
     response = client.post(
-        "/records/bulk/", {"ids": [*fresh, superseded], "operation": "expire", "reason": "closing", "confirm": "on"},
+        "/records/bulk/",
+        {"ids": [*fresh, superseded], "operation": "expire", "reason": "closing", "confirm": "on"},
         follow=True,
-    )  # fmt: skip
+    )
     assert "Nothing was changed" in response.content.decode()
     assert MemoryRecord.objects.filter(memory_id__in=fresh, status="accepted").count() == 2
 

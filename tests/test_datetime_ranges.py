@@ -158,9 +158,13 @@ def test_dashboard_as_of_and_audit_dates_out_of_range_are_a_message_not_a_500(ag
     client.force_login(owner)
     page = client.get(
         "/facts/",
-        {"project": "project-a", "subject": "task-proposal-017", "predicate": "submission_deadline",
-         "valid_at": "0001-01-01T00:00+05:00"},
-    )  # fmt: skip
+        {
+            "project": "project-a",
+            "subject": "task-proposal-017",
+            "predicate": "submission_deadline",
+            "valid_at": "0001-01-01T00:00+05:00",
+        },
+    )
     assert page.status_code == 200
     assert "1000-01-01" in page.content.decode()  # the form's error names the range
     audit = client.get("/audit/", {"since": "9999-12-31T23:00-05:00"})

@@ -33,19 +33,40 @@ URL = "/api/v1/deletion-requests/"
 @pytest.fixture
 def subject_everywhere(agent, other_agent, owner):
     """The deadline subject, with a copy in every store."""
-    event = lineage.log_event(agent, project_id="project-a", session_id="s-1", actor="owner",
-                              text=f"{SUBJECT}: due Oct 30", occurred_at=at(10, 20), subject_ids=[SUBJECT])  # fmt: skip
+    event = lineage.log_event(
+        agent,
+        project_id="project-a",
+        session_id="s-1",
+        actor="owner",
+        text=f"{SUBJECT}: due Oct 30",
+        occurred_at=at(10, 20),
+        subject_ids=[SUBJECT],
+    )
     first = assert_fact(
         agent, deadline("2026-10-30T17:00+09:00", "r17", at(10, 20), event_ids=[event.public_id])
     ).record
     second = assert_fact(agent, deadline("2026-11-02T17:00+09:00", "r18", at(10, 22), expected_revision=1)).record
-    other = assert_fact(agent, deadline("2026-12-01", "1", at(10, 22)).__class__(
-        project_id="project-a", subject_id="task-other", predicate="submission_deadline", value="2026-12-01",
-        valid_from=at(10, 22), source_canonical_ref="task-system:other", source_revision="1")).record  # fmt: skip
-    summary = lineage.create_summary(agent, project_id="project-a", text="Proposal due Nov 2",
-                                     bases=[BaseRef(second.memory_id, 2)])  # fmt: skip
-    lineage.register_context_load(other_agent, session_id="sess-9", bases=[BaseRef(second.memory_id, 2)],
-                                  expires_at=timezone.now() + timedelta(hours=2))  # fmt: skip
+    other = assert_fact(
+        agent,
+        deadline("2026-12-01", "1", at(10, 22)).__class__(
+            project_id="project-a",
+            subject_id="task-other",
+            predicate="submission_deadline",
+            value="2026-12-01",
+            valid_from=at(10, 22),
+            source_canonical_ref="task-system:other",
+            source_revision="1",
+        ),
+    ).record
+    summary = lineage.create_summary(
+        agent, project_id="project-a", text="Proposal due Nov 2", bases=[BaseRef(second.memory_id, 2)]
+    )
+    lineage.register_context_load(
+        other_agent,
+        session_id="sess-9",
+        bases=[BaseRef(second.memory_id, 2)],
+        expires_at=timezone.now() + timedelta(hours=2),
+    )
     refresh_record_vectors([first.memory_id, second.memory_id, other.memory_id])
     export = export_project(owner, "project-a")
     return {"event": event, "first": first, "second": second, "other": other, "summary": summary, "export": export}
@@ -115,9 +136,20 @@ def test_the_purge_reaches_every_store_and_sets_the_stages_in_order(api, complia
     run_all(request_id)
     report = api(compliance).get(f"{URL}{request_id}/").json()
     assert {s["store"]: s["state"] for s in report["stores"]} == dict.fromkeys(
-        ["records", "logs", "embeddings", "summaries", "scheduled_actions", "caches", "exports", "contexts",
-         "disputes", "backups"], "verified",
-    )  # fmt: skip
+        [
+            "records",
+            "logs",
+            "embeddings",
+            "summaries",
+            "scheduled_actions",
+            "caches",
+            "exports",
+            "contexts",
+            "disputes",
+            "backups",
+        ],
+        "verified",
+    )
     assert report["stages"]["purge_confirmed_at"]
     assert report["stages"]["backups_expire_at"] == backup.expires_at.isoformat()
     # Read each store directly.
@@ -143,8 +175,15 @@ def test_no_resurrection(api, compliance, agent, subject_everywhere):
     run_all(request_id)
     client = api(agent)
     # A summary job that read the subject before the deletion and saves after it.
-    late = client.post("/api/v1/summaries/", {"project_id": "project-a", "text": "Due Nov 2",
-                       "derived_from": [{"memory_id": second.memory_id, "revision": 2}]}, format="json")  # fmt: skip
+    late = client.post(
+        "/api/v1/summaries/",
+        {
+            "project_id": "project-a",
+            "text": "Due Nov 2",
+            "derived_from": [{"memory_id": second.memory_id, "revision": 2}],
+        },
+        format="json",
+    )
     assert late.status_code == 410 and late.json()["code"] == "tombstoned"
     # A re-assertion of the deleted value, and of the deleted source revision.
     again = client.post("/api/v1/records/", body(deadline("2026-11-02T17:00+09:00", "r99", at(10, 23))), format="json")
@@ -152,14 +191,24 @@ def test_no_resurrection(api, compliance, agent, subject_everywhere):
     same_source = client.post("/api/v1/records/", body(deadline("2026-11-03", "r18", at(10, 23))), format="json")
     assert same_source.status_code == 410
     # A rebuild from old logs.
-    old_line = client.post("/api/v1/events/", {"project_id": "project-a", "session_id": "s-1", "actor": "x",
-                           "text": "replayed", "occurred_at": at(10, 21).isoformat(), "subject_ids": [SUBJECT]},
-                           format="json")  # fmt: skip
+    old_line = client.post(
+        "/api/v1/events/",
+        {
+            "project_id": "project-a",
+            "session_id": "s-1",
+            "actor": "x",
+            "text": "replayed",
+            "occurred_at": at(10, 21).isoformat(),
+            "subject_ids": [SUBJECT],
+        },
+        format="json",
+    )
     assert old_line.status_code == 410
     assert RefusedWrite.objects.filter(path__in=["summary", "assert_fact", "event"]).count() == 4
     # A new fact from a new source after the deletion is accepted.
-    fresh = client.post("/api/v1/records/", body(deadline("2027-01-15", "1", timezone.now(), ref="task-system:v2")),
-                        format="json")  # fmt: skip
+    fresh = client.post(
+        "/api/v1/records/", body(deadline("2027-01-15", "1", timezone.now(), ref="task-system:v2")), format="json"
+    )
     assert fresh.status_code == 201
 
 
@@ -230,8 +279,9 @@ def test_bad_requests_are_refused_with_a_reason(api, compliance, subject_everywh
     assert DeletionRequest.objects.count() == 0
 
 
-def test_a_recheck_after_the_purge_reopens_a_store_that_holds_the_data_again(api, compliance, other_agent,
-                                                                            subject_everywhere):  # fmt: skip
+def test_a_recheck_after_the_purge_reopens_a_store_that_holds_the_data_again(
+    api, compliance, other_agent, subject_everywhere
+):
     from deletion.tasks import recheck_confirmed
     from memory_admin.derived.vectors import VectorEntry
 
@@ -243,9 +293,19 @@ def test_a_recheck_after_the_purge_reopens_a_store_that_holds_the_data_again(api
     assert DeletionRequest.objects.get(public_id=request_id).purge_confirmed_at is not None
     # A job that embedded the record before the deletion writes its entry after the purge.
     second = subject_everywhere["second"]
-    get_index().upsert([VectorEntry(entry_id=f"record:{second.memory_id}", tenant_id=second.tenant_id,
-                                    project_id="project-a", kind="record", object_id=second.memory_id, revision=2,
-                                    text="task-proposal-017 submission_deadline: 2026-11-02")])  # fmt: skip
+    get_index().upsert(
+        [
+            VectorEntry(
+                entry_id=f"record:{second.memory_id}",
+                tenant_id=second.tenant_id,
+                project_id="project-a",
+                kind="record",
+                object_id=second.memory_id,
+                revision=2,
+                text="task-proposal-017 submission_deadline: 2026-11-02",
+            )
+        ]
+    )
     assert recheck_confirmed(timezone.now() + timedelta(hours=1)) == 1
     request = DeletionRequest.objects.get(public_id=request_id)
     assert request.purge_confirmed_at is None and request.state == "purging"

@@ -56,8 +56,10 @@ class Scan:
     counts: dict[str, int] = field(default_factory=dict)  # what was read, per kind
 
     def report(self) -> str:
-        lines = [f"scanned {len(self.columns)} text/JSON columns in {len({t for t, _ in self.columns})} tables, "
-                 + ", ".join(f"{k}: {v}" for k, v in self.counts.items())]  # fmt: skip
+        lines = [
+            f"scanned {len(self.columns)} text/JSON columns in {len({t for t, _ in self.columns})} tables, "
+            + ", ".join(f"{k}: {v}" for k, v in self.counts.items())
+        ]
         lines += [f"  {table}.{column}" for table, column in self.columns]
         lines += [f"HIT {place}: {n}" for place, n in sorted(self.hits.items())] or ["no hit"]
         return "\n".join(lines)
@@ -181,10 +183,18 @@ def ok(response: Any, *codes: int) -> dict[str, Any]:
     return response.json()
 
 
-def record(client: Any, predicate: str, value: Any, revision: str, ref: str, subject: str = SUBJECT,
-           **extra: Any) -> dict[str, Any]:  # fmt: skip
-    body = {"project_id": PROJECT, "subject_id": subject, "predicate": predicate, "value": value,
-            "valid_from": at(10, 20).isoformat(), "source": {"canonical_ref": ref, "revision": revision}, **extra}  # fmt: skip
+def record(
+    client: Any, predicate: str, value: Any, revision: str, ref: str, subject: str = SUBJECT, **extra: Any
+) -> dict[str, Any]:
+    body = {
+        "project_id": PROJECT,
+        "subject_id": subject,
+        "predicate": predicate,
+        "value": value,
+        "valid_from": at(10, 20).isoformat(),
+        "source": {"canonical_ref": ref, "revision": revision},
+        **extra,
+    }
     return ok(client.post("/api/v1/records/", body, format="json"), 200, 201, 202)
 
 
@@ -192,31 +202,74 @@ def plant(api: Any, agent: Any, other_agent: Any, owner: Any, marker: str) -> di
     """The marker in every place a memory's content can reach, each through its public door."""
     a, b, boss = api(agent), api(other_agent), api(owner)
     email, new_email = f"{marker}@example.com", f"{marker}.new@example.com"
-    event = lambda text, subjects: ok(b.post("/api/v1/events/", {  # noqa: E731
-        "project_id": PROJECT, "session_id": "s-m", "actor": "user", "text": text,
-        "occurred_at": at(10, 20).isoformat(), "subject_ids": subjects}, format="json"))  # fmt: skip
+
+    def event(text: str, subjects: list[str]) -> dict:
+        body = {
+            "project_id": PROJECT,
+            "session_id": "s-m",
+            "actor": "user",
+            "text": text,
+            "occurred_at": at(10, 20).isoformat(),
+            "subject_ids": subjects,
+        }
+        return ok(b.post("/api/v1/events/", body, format="json"))
+
     # Logs: a line about the subject, and a line quoting its value without naming anyone.
     tagged = event(f"{SUBJECT} gave the address {email}", [SUBJECT])
     untagged = event(f"someone wrote to {new_email} this morning", [])
     # Records, with history: the value, then a new value (audit snapshots of both).
-    r1 = record(a, "email", email, "1", "crm:person-marker", source={"canonical_ref": "crm:person-marker",
-                "revision": "1", "event_ids": [tagged["id"]]})  # fmt: skip
+    r1 = record(
+        a,
+        "email",
+        email,
+        "1",
+        "crm:person-marker",
+        source={"canonical_ref": "crm:person-marker", "revision": "1", "event_ids": [tagged["id"]]},
+    )
     r2 = record(a, "email", new_email, "2", "crm:person-marker", expected_revision=1)
     base = [{"memory_id": r2["memory_id"], "revision": r2["revision"]}]
     # Derived items: a summary (and its vector entry), a scheduled action, another agent's loaded context.
-    summary = ok(a.post("/api/v1/summaries/", {"project_id": PROJECT, "text": f"Write to {new_email}",
-                                               "derived_from": base}, format="json"))  # fmt: skip
-    action = ok(a.post("/api/v1/scheduled-actions/", {"project_id": PROJECT, "kind": "send_reminder",
-                       "payload": {"to": new_email}, "due_at": (timezone.now() + timedelta(days=3)).isoformat(),
-                       "derived_from": base}, format="json"))  # fmt: skip
-    ok(b.post("/api/v1/context-loads/", {"session_id": "sess-9", "memories": base,
-              "expires_at": (timezone.now() + timedelta(hours=2)).isoformat()}, format="json"))  # fmt: skip
+    summary = ok(
+        a.post(
+            "/api/v1/summaries/",
+            {"project_id": PROJECT, "text": f"Write to {new_email}", "derived_from": base},
+            format="json",
+        )
+    )
+    action = ok(
+        a.post(
+            "/api/v1/scheduled-actions/",
+            {
+                "project_id": PROJECT,
+                "kind": "send_reminder",
+                "payload": {"to": new_email},
+                "due_at": (timezone.now() + timedelta(days=3)).isoformat(),
+                "derived_from": base,
+            },
+            format="json",
+        )
+    )
+    ok(
+        b.post(
+            "/api/v1/context-loads/",
+            {"session_id": "sess-9", "memories": base, "expires_at": (timezone.now() + timedelta(hours=2)).isoformat()},
+            format="json",
+        )
+    )
     refresh_record_vectors([r1["memory_id"], r2["memory_id"]])
     embed_summaries([Summary.objects.get(public_id=summary["id"]).pk])
     # A recheck report quoting what the source showed.
-    ok(a.post(f"/api/v1/records/{r2['memory_id']}/rechecks/", {"outcome": "source_ambiguous",
-              "observed_value": f"{marker}-observed", "error": f"the source showed {marker}-observed"},
-              format="json"))  # fmt: skip
+    ok(
+        a.post(
+            f"/api/v1/records/{r2['memory_id']}/rechecks/",
+            {
+                "outcome": "source_ambiguous",
+                "observed_value": f"{marker}-observed",
+                "error": f"the source showed {marker}-observed",
+            },
+            format="json",
+        )
+    )
     # A person's words about the value: an exclusion reason, which propagation repeats to the summary,
     # the action and the agent's notice.
     ok(boss.post(f"/api/v1/records/{r2['memory_id']}/exclude/", {"reason": f"{new_email} bounced"}, format="json"))
@@ -224,8 +277,13 @@ def plant(api: Any, agent: Any, other_agent: Any, owner: Any, marker: str) -> di
     phone_a = record(a, "phone", f"{marker}-phone-a", "a", "crm:phone")
     phone_b = record(b, "phone", f"{marker}-phone-b", "b", "partner:phone")
     dispute_id = phone_b["dispute_id"]
-    ok(boss.post(f"/api/v1/disputes/{dispute_id}/resolve/",
-                 {"winner": phone_a["memory_id"], "reason": f"kept {marker}-phone-a, the CRM's"}, format="json"))  # fmt: skip
+    ok(
+        boss.post(
+            f"/api/v1/disputes/{dispute_id}/resolve/",
+            {"winner": phone_a["memory_id"], "reason": f"kept {marker}-phone-a, the CRM's"},
+            format="json",
+        )
+    )
     # The cache: a current answer.
     answer = ok(a.get("/api/v1/facts/current/", {"project_id": PROJECT, "subject_id": SUBJECT, "predicate": "phone"}))
     assert marker in str(answer["value"])
@@ -236,8 +294,13 @@ def plant(api: Any, agent: Any, other_agent: Any, owner: Any, marker: str) -> di
     # Information about someone else, which the deletion must leave alone.
     kept = record(a, "email", "kept.person@example.com", "1", "crm:person-kept", subject=OTHER)
     kept_line = event("the kept person's address is kept.person@example.com", [])
-    return {"action": action["id"], "dispute": dispute_id, "kept": kept["memory_id"], "kept_line": kept_line["id"],
-            "untagged": untagged["id"]}  # fmt: skip
+    return {
+        "action": action["id"],
+        "dispute": dispute_id,
+        "kept": kept["memory_id"],
+        "kept_line": kept_line["id"],
+        "untagged": untagged["id"],
+    }
 
 
 def run_all(request_id: str) -> None:
@@ -262,22 +325,37 @@ def test_a_deleted_subject_s_marker_is_found_nowhere_after_the_purge(
     print("BEFORE THE DELETION\n" + before.report())
     record_property("scan_before", before.report())
     tables = {
-        m: m._meta.db_table for m in (MemoryRecord, AuditEvent, Event, Summary, ScheduledAction, Invalidation,
-                                      RecheckAttempt, Dispute)
-    }  # fmt: skip
+        m: m._meta.db_table
+        for m in (MemoryRecord, AuditEvent, Event, Summary, ScheduledAction, Invalidation, RecheckAttempt, Dispute)
+    }
     planted_in = {
-        f"db {tables[MemoryRecord]}.value", f"db {tables[AuditEvent]}.after", f"db {tables[AuditEvent]}.reason",
-        f"db {tables[Event]}.text", f"db {tables[Summary]}.text", f"db {tables[ScheduledAction]}.payload",
-        f"db {tables[ScheduledAction]}.status_reason", f"db {tables[Invalidation]}.reason",
-        f"db {tables[RecheckAttempt]}.observed_value", f"db {tables[Dispute]}.resolution_reason",
-        "cache", "vectors rows (every version)", "vectors current version", "var files",
-    }  # fmt: skip
+        f"db {tables[MemoryRecord]}.value",
+        f"db {tables[AuditEvent]}.after",
+        f"db {tables[AuditEvent]}.reason",
+        f"db {tables[Event]}.text",
+        f"db {tables[Summary]}.text",
+        f"db {tables[ScheduledAction]}.payload",
+        f"db {tables[ScheduledAction]}.status_reason",
+        f"db {tables[Invalidation]}.reason",
+        f"db {tables[RecheckAttempt]}.observed_value",
+        f"db {tables[Dispute]}.resolution_reason",
+        "cache",
+        "vectors rows (every version)",
+        "vectors current version",
+        "var files",
+    }
     assert planted_in <= set(before.hits), sorted(planted_in - set(before.hits))
 
     backup = take_backup(retention_days=30)  # taken before the purge: stage 4 reports it
     client = api(compliance)
-    filed = ok(client.post("/api/v1/deletion-requests/", {"project_id": PROJECT, "scope": {"subject_id": SUBJECT},
-                                                          "reason": "Data subject request"}, format="json"), 202)  # fmt: skip
+    filed = ok(
+        client.post(
+            "/api/v1/deletion-requests/",
+            {"project_id": PROJECT, "scope": {"subject_id": SUBJECT}, "reason": "Data subject request"},
+            format="json",
+        ),
+        202,
+    )
     request_id = filed["id"]
     assert {"scheduled_actions", "disputes"} <= {s["store"] for s in filed["stores"]}
 
@@ -297,8 +375,20 @@ def test_a_deleted_subject_s_marker_is_found_nowhere_after_the_purge(
     run_all(request_id)
     report = ok(client.get(f"/api/v1/deletion-requests/{request_id}/"))
     assert {s["store"]: s["state"] for s in report["stores"]} == dict.fromkeys(
-        ["records", "logs", "embeddings", "summaries", "scheduled_actions", "caches", "exports", "contexts",
-         "disputes", "backups"], "verified")  # fmt: skip
+        [
+            "records",
+            "logs",
+            "embeddings",
+            "summaries",
+            "scheduled_actions",
+            "caches",
+            "exports",
+            "contexts",
+            "disputes",
+            "backups",
+        ],
+        "verified",
+    )
     assert report["stages"]["purge_confirmed_at"]
     assert report["stages"]["backups_expire_at"] == backup.expires_at.isoformat()
     assert marker not in str(report)  # the report itself is content-free
@@ -330,12 +420,27 @@ def test_the_scheduled_action_store_alone_a_payload_derived_from_a_deleted_recor
     a = api(agent)
     made = record(a, "email", "v.person@example.com", "1", "crm:person-marker")
     base = [{"memory_id": made["memory_id"], "revision": made["revision"]}]
-    action = ok(a.post("/api/v1/scheduled-actions/", {"project_id": PROJECT, "kind": "send", "payload": {
-        "to": "v.person@example.com"}, "due_at": (timezone.now() + timedelta(days=1)).isoformat(),
-        "derived_from": base}, format="json"))  # fmt: skip
-    request_id = ok(api(compliance).post("/api/v1/deletion-requests/", {
-        "project_id": PROJECT, "scope": {"subject_id": SUBJECT}, "reason": "Data subject request"}, format="json"),
-        202)["id"]  # fmt: skip
+    action = ok(
+        a.post(
+            "/api/v1/scheduled-actions/",
+            {
+                "project_id": PROJECT,
+                "kind": "send",
+                "payload": {"to": "v.person@example.com"},
+                "due_at": (timezone.now() + timedelta(days=1)).isoformat(),
+                "derived_from": base,
+            },
+            format="json",
+        )
+    )
+    request_id = ok(
+        api(compliance).post(
+            "/api/v1/deletion-requests/",
+            {"project_id": PROJECT, "scope": {"subject_id": SUBJECT}, "reason": "Data subject request"},
+            format="json",
+        ),
+        202,
+    )["id"]
     run_all(request_id)
     assert DeletionRequest.objects.get(public_id=request_id).purge_confirmed_at is not None
     response = a.get(f"/api/v1/scheduled-actions/{action['id']}/")
@@ -345,8 +450,11 @@ def test_the_scheduled_action_store_alone_a_payload_derived_from_a_deleted_recor
     row = StoreProgress.objects.get(request__public_id=request_id, store="scheduled_actions")
     assert row.found == 1 and row.hidden == 1 and row.purged == 1 and row.state == "verified"
     # A confirmation cannot put a payload back on the withdrawn action.
-    again = a.post(f"/api/v1/scheduled-actions/{action['id']}/confirm/",
-                   {"derived_from": base, "payload": {"to": "v.person@example.com"}}, format="json")  # fmt: skip
+    again = a.post(
+        f"/api/v1/scheduled-actions/{action['id']}/confirm/",
+        {"derived_from": base, "payload": {"to": "v.person@example.com"}},
+        format="json",
+    )
     assert again.status_code in (400, 409, 410)
     assert "v.person@example.com" not in str(ScheduledAction.objects.get(public_id=action["id"]).payload)
 
@@ -358,12 +466,28 @@ def test_a_line_naming_no_subject_that_quotes_a_deleted_value(api, agent, compli
     deletion is new data and is accepted (a keyed hash cannot be matched against free text)."""
     a = api(agent)
     record(a, "email", "quoted.person@example.com", "1", "crm:person-marker")
-    line = ok(a.post("/api/v1/events/", {"project_id": PROJECT, "session_id": "s-q", "actor": "user",
-              "text": "mail quoted.person@example.com today", "occurred_at": at(10, 21).isoformat(),
-              "subject_ids": subjects}, format="json"))  # fmt: skip
-    request_id = ok(api(compliance).post("/api/v1/deletion-requests/", {
-        "project_id": PROJECT, "scope": {"subject_id": SUBJECT}, "reason": "Data subject request"}, format="json"),
-        202)["id"]  # fmt: skip
+    line = ok(
+        a.post(
+            "/api/v1/events/",
+            {
+                "project_id": PROJECT,
+                "session_id": "s-q",
+                "actor": "user",
+                "text": "mail quoted.person@example.com today",
+                "occurred_at": at(10, 21).isoformat(),
+                "subject_ids": subjects,
+            },
+            format="json",
+        )
+    )
+    request_id = ok(
+        api(compliance).post(
+            "/api/v1/deletion-requests/",
+            {"project_id": PROJECT, "scope": {"subject_id": SUBJECT}, "reason": "Data subject request"},
+            format="json",
+        ),
+        202,
+    )["id"]
     run_all(request_id)
     event = Event.objects.get(public_id=line["id"])
     if subjects:
@@ -376,7 +500,15 @@ def test_a_line_naming_no_subject_that_quotes_a_deleted_value(api, agent, compli
         "values_left_out": 0,
         "lines": 0 if subjects else 1,
     }
-    later = a.post("/api/v1/events/", {"project_id": PROJECT, "session_id": "s-q", "actor": "user",
-                   "text": "mail quoted.person@example.com again", "occurred_at": timezone.now().isoformat()},
-                   format="json")  # fmt: skip
+    later = a.post(
+        "/api/v1/events/",
+        {
+            "project_id": PROJECT,
+            "session_id": "s-q",
+            "actor": "user",
+            "text": "mail quoted.person@example.com again",
+            "occurred_at": timezone.now().isoformat(),
+        },
+        format="json",
+    )
     assert later.status_code == 201

@@ -24,9 +24,18 @@ SUBJECT = DEADLINE["subject_id"]
 def two_records(agent) -> tuple[str, str]:
     """Two records of one project: the deadline (one revision) and another subject's."""
     first = assert_fact(agent, deadline("2026-10-30T17:00+09:00", "r17", at(10, 20))).record
-    other = assert_fact(agent, deadline("2026-12-01", "1", at(10, 22)).__class__(
-        project_id="project-a", subject_id="task-other", predicate="submission_deadline", value="2026-12-01",
-        valid_from=at(10, 22), source_canonical_ref="task-system:other", source_revision="1")).record  # fmt: skip
+    other = assert_fact(
+        agent,
+        deadline("2026-12-01", "1", at(10, 22)).__class__(
+            project_id="project-a",
+            subject_id="task-other",
+            predicate="submission_deadline",
+            value="2026-12-01",
+            valid_from=at(10, 22),
+            source_canonical_ref="task-system:other",
+            source_revision="1",
+        ),
+    ).record
     return first.memory_id, other.memory_id
 
 
@@ -89,13 +98,27 @@ def test_a_preview_for_one_memory_id_cannot_file_two(api, compliance, two_record
     ],
 )
 def test_another_scope_or_project_than_the_previewed_one_is_refused(api, compliance, agent, two_records, change):
-    assert_fact(agent, deadline("2026-12-01", "1", at(10, 22)).__class__(
-        project_id="project-b", subject_id=SUBJECT, predicate="submission_deadline", value="2026-12-01",
-        valid_from=at(10, 22), source_canonical_ref="task-system:b", source_revision="1"))  # fmt: skip
+    assert_fact(
+        agent,
+        deadline("2026-12-01", "1", at(10, 22)).__class__(
+            project_id="project-b",
+            subject_id=SUBJECT,
+            predicate="submission_deadline",
+            value="2026-12-01",
+            valid_from=at(10, 22),
+            source_canonical_ref="task-system:b",
+            source_revision="1",
+        ),
+    )
     client = api(compliance)
     preview = dry_run(client, {"subject_id": SUBJECT})
-    payload = {"project_id": "project-a", "scope": {"subject_id": SUBJECT}, "reason": "Data subject request",
-               "preview_id": preview["preview_id"], **change}  # fmt: skip
+    payload = {
+        "project_id": "project-a",
+        "scope": {"subject_id": SUBJECT},
+        "reason": "Data subject request",
+        "preview_id": preview["preview_id"],
+        **change,
+    }
 
     response = client.post(URL, payload, format="json")
 
@@ -207,8 +230,13 @@ def previewed(client: Client, scope_value: str) -> dict[str, str]:
     response = client.post("/deletions/new/", {**FORM, "scope_value": scope_value})
     assert response.status_code == 200
     assert response.context["preview_id"]
-    return {**FORM, "scope_value": scope_value, "due_by": "", "preview_id": response.context["preview_id"],
-            "confirm": "yes"}  # fmt: skip
+    return {
+        **FORM,
+        "scope_value": scope_value,
+        "due_by": "",
+        "preview_id": response.context["preview_id"],
+        "confirm": "yes",
+    }
 
 
 def test_the_page_shows_the_previewed_scope_read_only(compliance, two_records):
@@ -260,8 +288,14 @@ def test_the_page_files_the_previewed_scope_on_confirmation(compliance, two_reco
 def test_the_page_says_when_the_stores_changed_since_the_preview(compliance, agent, two_records):
     client = signed_in(compliance)
     response = client.post("/deletions/new/", {**FORM, "scope_kind": "subject_id", "scope_value": SUBJECT})
-    fields = {**FORM, "scope_kind": "subject_id", "scope_value": SUBJECT, "due_by": "", "confirm": "yes",
-              "preview_id": response.context["preview_id"]}  # fmt: skip
+    fields = {
+        **FORM,
+        "scope_kind": "subject_id",
+        "scope_value": SUBJECT,
+        "due_by": "",
+        "confirm": "yes",
+        "preview_id": response.context["preview_id"],
+    }
     assert_fact(agent, deadline("2026-11-02T17:00+09:00", "r18", at(10, 22), expected_revision=1))
 
     page = client.post("/deletions/new/", fields, follow=True).content.decode()

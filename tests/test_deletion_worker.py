@@ -35,8 +35,15 @@ def needs_redis_broker():
 
 
 def subject(agent) -> list[MemoryRecord]:
-    lineage.log_event(agent, project_id="project-a", session_id="s-1", actor="owner", text=f"{SUBJECT} due Oct 30",
-                      occurred_at=at(10, 20), subject_ids=[SUBJECT])  # fmt: skip
+    lineage.log_event(
+        agent,
+        project_id="project-a",
+        session_id="s-1",
+        actor="owner",
+        text=f"{SUBJECT} due Oct 30",
+        occurred_at=at(10, 20),
+        subject_ids=[SUBJECT],
+    )
     first = assert_fact(agent, deadline("2026-10-30T17:00+09:00", "r17", at(10, 20))).record
     second = assert_fact(agent, deadline("2026-11-02T17:00+09:00", "r18", at(10, 22), expected_revision=1)).record
     lineage.create_summary(agent, project_id="project-a", text="Due Nov 2", bases=[BaseRef(second.memory_id, 2)])
@@ -59,8 +66,12 @@ def confirmed(request_id: str) -> bool:
 
 def test_the_worker_carries_a_deletion_through_every_store(api, agent, other_agent, compliance):
     records = subject(agent)
-    lineage.register_context_load(other_agent, session_id="sess-9", bases=[BaseRef(records[1].memory_id, 2)],
-                                  expires_at=timezone.now() + timedelta(hours=1))  # fmt: skip
+    lineage.register_context_load(
+        other_agent,
+        session_id="sess-9",
+        bases=[BaseRef(records[1].memory_id, 2)],
+        expires_at=timezone.now() + timedelta(hours=1),
+    )
     with running_worker(ARTIFACTS / "celery-deletion-worker.log") as worker:
         request_id = file(api, compliance)
         contexts = StoreProgress.objects.filter(request__public_id=request_id, store="contexts")
@@ -117,13 +128,20 @@ def test_a_cache_server_down_during_the_purge_keeps_that_store_pending_until_it_
     with running_worker(log, CACHE_URL=cache_url) as worker:
         request_id = file(api, compliance)
         rows = StoreProgress.objects.filter(request__public_id=request_id)
-        assert wait_until(lambda: rows.filter(store="caches", state="failed").exists()
-                          and not rows.exclude(store="caches").exclude(state="verified").exists(), timeout=60)  # fmt: skip
+        assert wait_until(
+            lambda: (
+                rows.filter(store="caches", state="failed").exists()
+                and not rows.exclude(store="caches").exclude(state="verified").exists()
+            ),
+            timeout=60,
+        )
         caches = rows.get(store="caches")
         assert caches.last_error and caches.attempts >= 1
         assert not confirmed(request_id)
-        server = subprocess.Popen([redis_server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                   "--appendonly", "no"], stdout=subprocess.DEVNULL)  # fmt: skip
+        server = subprocess.Popen(
+            [redis_server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+        )
         try:
             assert wait_until(lambda: confirmed(request_id), timeout=90), log.read_text()[-3000:]
         finally:

@@ -17,9 +17,12 @@ SEND = {"project_id": "project-a", "subject_id": "agent-mailer", "predicate": "s
 @pytest.fixture
 def blocking_policy(admin):
     return FieldPolicy.objects.create(
-        tenant=admin.tenant, predicate="submission_deadline", recheck_interval=timedelta(days=1),
-        on_failure=FieldPolicy.OnFailure.BLOCK_ACTION, recheck_before_action=True,
-    )  # fmt: skip
+        tenant=admin.tenant,
+        predicate="submission_deadline",
+        recheck_interval=timedelta(days=1),
+        on_failure=FieldPolicy.OnFailure.BLOCK_ACTION,
+        recheck_before_action=True,
+    )
 
 
 def test_a_value_never_verified_answers_with_a_caveat(api, agent):

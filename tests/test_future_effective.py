@@ -37,9 +37,16 @@ QUERY = {"project_id": "project-a", "q": "expense policy approval limit"}
 
 
 def limit(value: int, revision: str, valid_from: datetime, expected_revision: int | None = None) -> Assertion:
-    return Assertion(project_id="project-a", subject_id="expense-policy", predicate="approval_limit", value=value,
-                     valid_from=valid_from, source_canonical_ref="handbook:expenses", source_revision=revision,
-                     expected_revision=expected_revision)  # fmt: skip
+    return Assertion(
+        project_id="project-a",
+        subject_id="expense-policy",
+        predicate="approval_limit",
+        value=value,
+        valid_from=valid_from,
+        source_canonical_ref="handbook:expenses",
+        source_revision=revision,
+        expected_revision=expected_revision,
+    )
 
 
 def signed_in(principal) -> Client:
@@ -132,18 +139,43 @@ def test_the_retrieval_preview_lists_todays_value_as_usable(owner, agent, today,
 def test_every_held_back_row_says_why(owner, agent, today, successor):
     old_deadline = assert_fact(agent, deadline("2026-10-30T17:00+09:00", "r17", at(10, 20))).record
     assert_fact(agent, deadline("2026-11-02T17:00+09:00", "r18", at(10, 22), expected_revision=1))
-    room = assert_fact(agent, Assertion(project_id="project-a", subject_id="sato", predicate="meeting_room",
-                                        value="A-301", valid_from=at(10, 1), source_canonical_ref="rooms:sato",
-                                        source_revision="1")).record  # fmt: skip
+    room = assert_fact(
+        agent,
+        Assertion(
+            project_id="project-a",
+            subject_id="sato",
+            predicate="meeting_room",
+            value="A-301",
+            valid_from=at(10, 1),
+            source_canonical_ref="rooms:sato",
+            source_revision="1",
+        ),
+    ).record
     exclude_record(owner, room.memory_id, "A guess from a chat, not the booking system.")
-    time = assert_fact(agent, Assertion(project_id="project-a", subject_id="sato", predicate="meeting_time",
-                                        value="10:00", valid_from=at(10, 1), source_canonical_ref="cal:sato",
-                                        source_revision="1")).record  # fmt: skip
+    time = assert_fact(
+        agent,
+        Assertion(
+            project_id="project-a",
+            subject_id="sato",
+            predicate="meeting_time",
+            value="10:00",
+            valid_from=at(10, 1),
+            source_canonical_ref="cal:sato",
+            source_revision="1",
+        ),
+    ).record
     expire_record(owner, time.memory_id, "The meeting series ended.")
 
     def price(value: int, ref: str) -> Assertion:
-        return Assertion(project_id="project-a", subject_id="product-x", predicate="unit_price", value=value,
-                         valid_from=at(10, 26), source_canonical_ref=ref, source_revision="1")  # fmt: skip
+        return Assertion(
+            project_id="project-a",
+            subject_id="product-x",
+            predicate="unit_price",
+            value=value,
+            valid_from=at(10, 26),
+            source_canonical_ref=ref,
+            source_revision="1",
+        )
 
     vendor = assert_fact(agent, price(1200, "vendor:x"))
     assert_fact(agent, price(1350, "partner:x"))
@@ -235,24 +267,35 @@ def test_a_loaded_context_gets_no_notice_until_the_hand_over(agent, other_agent,
 def test_a_summary_on_todays_value_is_201_over_the_api(api, agent, today, successor):
     response = api(agent).post(
         "/api/v1/summaries/",
-        {"project_id": "project-a", "text": "Approval limit 50000",
-         "derived_from": [{"memory_id": today.memory_id, "revision": today.revision}]},
+        {
+            "project_id": "project-a",
+            "text": "Approval limit 50000",
+            "derived_from": [{"memory_id": today.memory_id, "revision": today.revision}],
+        },
         format="json",
-    )  # fmt: skip
+    )
     assert response.status_code == 201
     refused = api(agent).post(
         "/api/v1/summaries/",
-        {"project_id": "project-a", "text": "Approval limit 100000",
-         "derived_from": [{"memory_id": successor.memory_id, "revision": successor.revision}]},
+        {
+            "project_id": "project-a",
+            "text": "Approval limit 100000",
+            "derived_from": [{"memory_id": successor.memory_id, "revision": successor.revision}],
+        },
         format="json",
-    )  # fmt: skip
+    )
     assert refused.status_code == 409 and refused.json()["code"] == "base_not_current"
 
 
 def test_a_stale_digest_is_regenerated_from_todays_value_not_the_scheduled_one(agent, today, successor):
     old_deadline = assert_fact(agent, deadline("2026-10-30T17:00+09:00", "r17", at(10, 20))).record
-    digest = lineage.create_summary(agent, project_id="project-a", text="old", kind="facts_digest", bases=[
-        BaseRef(today.memory_id, today.revision), BaseRef(old_deadline.memory_id, 1)])  # fmt: skip
+    digest = lineage.create_summary(
+        agent,
+        project_id="project-a",
+        text="old",
+        kind="facts_digest",
+        bases=[BaseRef(today.memory_id, today.revision), BaseRef(old_deadline.memory_id, 1)],
+    )
     assert_fact(agent, deadline("2026-11-02T17:00+09:00", "r18", at(10, 22), expected_revision=1))
     fresh = lineage.regenerate_summary(Summary.objects.get(pk=digest.pk))
     assert fresh is not None  # the limit fact still has a current value: today's
@@ -264,8 +307,9 @@ def test_a_stale_digest_is_regenerated_from_todays_value_not_the_scheduled_one(a
 
 def test_search_flips_at_query_time_even_before_the_transition_task_runs(api, agent, today):
     """The successor was scheduled two days ago for yesterday; the transition task has not run since."""
-    successor = schedule_successor(agent, today, timezone.now() - timedelta(days=1),
-                                   now=timezone.now() - timedelta(days=2))  # fmt: skip
+    successor = schedule_successor(
+        agent, today, timezone.now() - timedelta(days=1), now=timezone.now() - timedelta(days=2)
+    )
     refresh_record_vectors([today.memory_id, successor.memory_id])
     index = get_index()
     # The stored flags as they were written two days ago, before the hand-over: stale on purpose.
@@ -291,7 +335,7 @@ def test_the_transition_task_flips_the_index_flags_at_the_hand_over(agent, today
     def enqueue(task, items):  # what each module hands to the queue after commit
         sent.append((task.name, list(items)))
 
-    for module in ("memory_admin.memory.actions", "memory_admin.derived.propagation", "memory_admin.derived.tasks"):
+    for module in ("memory_admin.derived.propagation", "memory_admin.derived.tasks"):
         monkeypatch.setattr(f"{module}.enqueue_batched_after_commit", enqueue)
     assert mark_records_in_effect(timezone.now()) == []  # not yet
 
@@ -313,9 +357,18 @@ def test_the_transition_task_flips_the_index_flags_at_the_hand_over(agent, today
 
 
 def test_a_new_fact_asserted_ahead_of_time_becomes_usable_when_it_takes_effect(agent, tomorrow, monkeypatch):
-    rule = assert_fact(agent, Assertion(project_id="project-a", subject_id="travel-policy", predicate="per_diem",
-                                        value=8000, valid_from=tomorrow, source_canonical_ref="handbook:travel",
-                                        source_revision="2026.2")).record  # fmt: skip
+    rule = assert_fact(
+        agent,
+        Assertion(
+            project_id="project-a",
+            subject_id="travel-policy",
+            predicate="per_diem",
+            value=8000,
+            valid_from=tomorrow,
+            source_canonical_ref="handbook:travel",
+            source_revision="2026.2",
+        ),
+    ).record
     refresh_record_vectors([rule.memory_id])
     assert flags(agent.tenant_id, rule) == {rule.memory_id: False}
     held = search.search(agent, project_id="project-a", q="travel policy per diem", k=5).held_back

@@ -13,11 +13,16 @@ PRICE = {"project_id": "project-a", "subject_id": "product-x", "predicate": "uni
 
 @pytest.fixture
 def price_dispute(agent, other_agent) -> Dispute:
-    assert_fact(agent, Assertion(**PRICE, value=1200, valid_from=at(10, 26), source_canonical_ref="vendor:x",
-                                 source_revision="a"), now=at(10, 26, 8))  # fmt: skip
-    result = assert_fact(other_agent, Assertion(**PRICE, value=1350, valid_from=at(10, 26),
-                                                source_canonical_ref="partner:x", source_revision="b"),
-                         now=at(10, 26, 9))  # fmt: skip
+    assert_fact(
+        agent,
+        Assertion(**PRICE, value=1200, valid_from=at(10, 26), source_canonical_ref="vendor:x", source_revision="a"),
+        now=at(10, 26, 8),
+    )
+    result = assert_fact(
+        other_agent,
+        Assertion(**PRICE, value=1350, valid_from=at(10, 26), source_canonical_ref="partner:x", source_revision="b"),
+        now=at(10, 26, 9),
+    )
     assert result.dispute is not None
     return result.dispute
 
@@ -52,10 +57,15 @@ def test_acting_on_a_disputed_fact_is_refused(api, agent, price_dispute):
 def test_a_new_value_during_a_dispute_is_refused(api, agent, price_dispute):
     response = api(agent).post(
         "/api/v1/records/",
-        {**PRICE, "value": 999, "valid_from": at(10, 27).isoformat(), "expected_revision": 1,
-         "source": {"canonical_ref": "vendor:x", "revision": "c"}},
+        {
+            **PRICE,
+            "value": 999,
+            "valid_from": at(10, 27).isoformat(),
+            "expected_revision": 1,
+            "source": {"canonical_ref": "vendor:x", "revision": "c"},
+        },
         format="json",
-    )  # fmt: skip
+    )
     assert response.status_code == 409
     assert response.json()["code"] == "dispute_open"
 
@@ -84,9 +94,10 @@ def test_an_owner_resolves_a_dispute_with_a_winner_and_the_loser_stays_as_histor
 def test_resolving_needs_a_reason(api, owner, price_dispute):
     winner = price_dispute.candidates.first()
     response = api(owner).post(
-        f"/api/v1/disputes/{price_dispute.public_id}/resolve/", {"winner": winner.memory_id, "reason": " "},
+        f"/api/v1/disputes/{price_dispute.public_id}/resolve/",
+        {"winner": winner.memory_id, "reason": " "},
         format="json",
-    )  # fmt: skip
+    )
     assert response.status_code == 400
     assert "reason" in response.json()["errors"]
     assert Dispute.objects.get(pk=price_dispute.pk).status == "open"
@@ -103,9 +114,10 @@ def test_resolving_with_a_record_that_is_not_a_candidate_is_400(api, owner, pric
 
 def test_excluding_both_candidates_leaves_no_usable_value(api, owner, agent, price_dispute):
     response = api(owner).post(
-        f"/api/v1/disputes/{price_dispute.public_id}/resolve/", {"exclude_all": True, "reason": "Both wrong"},
+        f"/api/v1/disputes/{price_dispute.public_id}/resolve/",
+        {"exclude_all": True, "reason": "Both wrong"},
         format="json",
-    )  # fmt: skip
+    )
     assert response.status_code == 200
     assert set(price_dispute.candidates.values_list("status", flat=True)) == {"excluded"}
     assert api(agent).get("/api/v1/facts/current/", PRICE).status_code == 404

@@ -21,10 +21,33 @@ from memory_admin.memory.validation import IDENTIFIER_PATTERN
 from tests.conftest import at, body, deadline
 
 TRAVERSAL = "../../../../../../tmp/x"
-BAD_IDS = [TRAVERSAL, "../2/x", "a/b", "a\\b", "with space", "tab\there", "line\nbreak", ".hidden", "..", "-rf",
-           "caf\u00e9", "zero\u200bwidth", "semi;colon", "quote'd"]  # fmt: skip
-GOOD_IDS = ["project-a", "task-proposal-017", "submission_deadline", "sato", "user:alice@example.com",
-            "alice+tag@example.com", "ns.sub_key", "_private", "550e8400-e29b-41d4-a716-446655440000"]  # fmt: skip
+BAD_IDS = [
+    TRAVERSAL,
+    "../2/x",
+    "a/b",
+    "a\\b",
+    "with space",
+    "tab\there",
+    "line\nbreak",
+    ".hidden",
+    "..",
+    "-rf",
+    "caf\u00e9",
+    "zero\u200bwidth",
+    "semi;colon",
+    "quote'd",
+]
+GOOD_IDS = [
+    "project-a",
+    "task-proposal-017",
+    "submission_deadline",
+    "sato",
+    "user:alice@example.com",
+    "alice+tag@example.com",
+    "ns.sub_key",
+    "_private",
+    "550e8400-e29b-41d4-a716-446655440000",
+]
 
 
 def post_record(client, payload):
@@ -80,8 +103,14 @@ def test_bad_identifiers_in_the_query_string_are_400(api, agent, path, query, fi
 
 
 def test_events_summaries_and_policies_refuse_bad_identifiers(api, agent, admin):
-    event = {"project_id": "project-a", "session_id": "s", "actor": "u", "text": "t",
-             "occurred_at": "2026-10-20T09:00:00+09:00", "subject_ids": ["ok", "../x"]}  # fmt: skip
+    event = {
+        "project_id": "project-a",
+        "session_id": "s",
+        "actor": "u",
+        "text": "t",
+        "occurred_at": "2026-10-20T09:00:00+09:00",
+        "subject_ids": ["ok", "../x"],
+    }
     response = api(agent).post("/api/v1/events/", event, format="json")
     assert response.status_code == 400 and "subject_ids" in response.json()["errors"]
     response = api(agent).post("/api/v1/events/", {**event, "project_id": TRAVERSAL, "subject_ids": []}, format="json")

@@ -35,17 +35,34 @@ def test_superseding_through_the_api_reaches_every_store(api, agent, other_agent
             return entries[0].usable if entries else None
 
         assert wait_until(lambda: usable(old["memory_id"]) is True, timeout=60), "the worker never embedded the record"
-        summary = client.post("/api/v1/summaries/", {"project_id": "project-a", "text": "Due Oct 30", "kind": "facts_digest",
-                              "derived_from": [{"memory_id": old["memory_id"], "revision": 1}]}, format="json").json()  # fmt: skip
-        api(other_agent).post("/api/v1/context-loads/", {"session_id": "s-9", "memories": [
-            {"memory_id": old["memory_id"], "revision": 1}], "expires_at": (timezone.now() + timedelta(hours=1)).isoformat()},
-            format="json")  # fmt: skip
+        summary = client.post(
+            "/api/v1/summaries/",
+            {
+                "project_id": "project-a",
+                "text": "Due Oct 30",
+                "kind": "facts_digest",
+                "derived_from": [{"memory_id": old["memory_id"], "revision": 1}],
+            },
+            format="json",
+        ).json()
+        api(other_agent).post(
+            "/api/v1/context-loads/",
+            {
+                "session_id": "s-9",
+                "memories": [{"memory_id": old["memory_id"], "revision": 1}],
+                "expires_at": (timezone.now() + timedelta(hours=1)).isoformat(),
+            },
+            format="json",
+        )
         assert client.get("/api/v1/facts/current/", DEADLINE).json()["value"] == "2026-10-30T17:00+09:00"
         key = fact_key(agent.tenant_id, "project-a", DEADLINE["subject_id"], DEADLINE["predicate"])
         assert cache.get(key) is not None
 
-        new = client.post("/api/v1/records/", body(deadline("2026-11-02T17:00+09:00", "r18", at(10, 22),
-                          expected_revision=1)), format="json").json()  # fmt: skip
+        new = client.post(
+            "/api/v1/records/",
+            body(deadline("2026-11-02T17:00+09:00", "r18", at(10, 22), expected_revision=1)),
+            format="json",
+        ).json()
 
         assert cache.get(key) is None
         assert wait_until(lambda: usable(old["memory_id"]) is False and usable(new["memory_id"]) is True, timeout=60)

@@ -24,17 +24,25 @@ SEND = {"project_id": "project-a", "subject_id": "agent-mailer", "predicate": "s
 def iam_policy(admin):
     """The demo's send permission: canonical refs under `iam:`, actions blocked unless verified."""
     return FieldPolicy.objects.create(
-        tenant=admin.tenant, predicate="send_permission", canonical_ref_prefix="iam:",
-        recheck_interval=timedelta(hours=6), recheck_before_action=True,
-        on_failure=FieldPolicy.OnFailure.BLOCK_ACTION, risk=FieldPolicy.Risk.HIGH,
-    )  # fmt: skip
+        tenant=admin.tenant,
+        predicate="send_permission",
+        canonical_ref_prefix="iam:",
+        recheck_interval=timedelta(hours=6),
+        recheck_before_action=True,
+        on_failure=FieldPolicy.OnFailure.BLOCK_ACTION,
+        risk=FieldPolicy.Risk.HIGH,
+    )
 
 
 @pytest.fixture
 def guess(api, agent, iam_policy):
     """The agent writes its guess: send permission "allowed", never verified."""
-    body = {**SEND, "value": "allowed", "valid_from": timezone.now().isoformat(),
-            "source": {"canonical_ref": "iam:agent-mailer", "revision": "1"}}  # fmt: skip
+    body = {
+        **SEND,
+        "value": "allowed",
+        "valid_from": timezone.now().isoformat(),
+        "source": {"canonical_ref": "iam:agent-mailer", "revision": "1"},
+    }
     response = api(agent).post("/api/v1/records/", body, format="json")
     assert response.status_code == 201, response.json()
     return MemoryRecord.objects.get(memory_id=response.json()["memory_id"])
@@ -87,13 +95,15 @@ def test_the_principal_the_policy_names_as_the_source_verifies(api, agent, other
     assert api(agent).patch(url, iam_policy_body, format="json").status_code == 403
     iam_policy.canonical_source = iam_policy_body["canonical_source"]
     iam_policy.save()
-    mine = api(agent).post(f"/api/v1/records/{guess.memory_id}/rechecks/", {"outcome": "verified_unchanged"},
-                           format="json")  # fmt: skip
+    mine = api(agent).post(
+        f"/api/v1/records/{guess.memory_id}/rechecks/", {"outcome": "verified_unchanged"}, format="json"
+    )
     assert mine.json()["outcome"] == "not_checked"
     theirs = api(other_agent).post(
-        f"/api/v1/records/{guess.memory_id}/rechecks/", {"outcome": "verified_unchanged", "source_revision": "7"},
+        f"/api/v1/records/{guess.memory_id}/rechecks/",
+        {"outcome": "verified_unchanged", "source_revision": "7"},
         format="json",
-    )  # fmt: skip
+    )
     assert theirs.status_code == 201 and theirs.json()["outcome"] == "verified_unchanged"
     assert MemoryRecord.objects.get(pk=guess.pk).last_verified_at is not None
     allowed = act(api, agent)
@@ -113,15 +123,19 @@ def test_an_admin_names_reporters_through_the_api_and_bad_ones_are_a_400(api, ad
 
 def test_on_a_fetched_field_only_the_server_or_a_named_reporter_verifies(api, agent, other_agent, admin, source):
     policy = FieldPolicy.objects.create(
-        tenant=admin.tenant, predicate="submission_deadline", canonical_ref_prefix="task-system:",
-        canonical_source=http_json_source(source[0], timeout=0.5), recheck_interval=timedelta(days=1),
-    )  # fmt: skip
+        tenant=admin.tenant,
+        predicate="submission_deadline",
+        canonical_ref_prefix="task-system:",
+        canonical_source=http_json_source(source[0], timeout=0.5),
+        recheck_interval=timedelta(days=1),
+    )
     past = timezone.now() - timedelta(days=3)
     record = assert_fact(agent, deadline("2026-11-02", "r18", past), now=past, verified_at=past).record
     url = f"/api/v1/records/{record.memory_id}/rechecks/"
     # A ref under the canonical prefix, the record's own: still only a claim.
-    claimed = api(agent).post(url, {"outcome": "verified_unchanged", "source_ref": record.source_canonical_ref},
-                              format="json")  # fmt: skip
+    claimed = api(agent).post(
+        url, {"outcome": "verified_unchanged", "source_ref": record.source_canonical_ref}, format="json"
+    )
     assert claimed.json()["outcome"] == "not_checked"
     assert "the server fetches it itself" in claimed.json()["error"]
     assert MemoryRecord.objects.get(pk=record.pk).last_verified_at == record.last_verified_at
@@ -134,9 +148,11 @@ def test_on_a_fetched_field_only_the_server_or_a_named_reporter_verifies(api, ag
 
 def test_on_a_manual_field_a_person_verifies_and_an_agent_does_not(api, owner, agent, admin):
     FieldPolicy.objects.create(
-        tenant=admin.tenant, predicate="submission_deadline", canonical_source={"connector": "manual"},
+        tenant=admin.tenant,
+        predicate="submission_deadline",
+        canonical_source={"connector": "manual"},
         authorized_issuers=["olivia", "agent-7"],
-    )  # fmt: skip
+    )
     record = assert_fact(owner, deadline("2026-11-02", "r18", timezone.now())).record
     url = f"/api/v1/records/{record.memory_id}/rechecks/"
     by_agent = api(agent).post(url, {"outcome": "verified_unchanged"}, format="json")
@@ -148,8 +164,15 @@ def test_on_a_manual_field_a_person_verifies_and_an_agent_does_not(api, owner, a
 
 
 def test_a_field_without_a_policy_is_never_verified_by_a_report(api, agent):
-    other = Assertion(project_id="project-a", subject_id="sato", predicate="meeting_room", value="4F",
-                      valid_from=timezone.now(), source_canonical_ref="calendar:sato", source_revision="1")  # fmt: skip
+    other = Assertion(
+        project_id="project-a",
+        subject_id="sato",
+        predicate="meeting_room",
+        value="4F",
+        valid_from=timezone.now(),
+        source_canonical_ref="calendar:sato",
+        source_revision="1",
+    )
     record = assert_fact(agent, other).record
     response = api(agent).post(
         f"/api/v1/records/{record.memory_id}/rechecks/",
@@ -174,10 +197,17 @@ def test_the_policy_editor_keeps_the_reporters(admin, iam_policy):
     client = Client()
     client.force_login(admin)
     form = {
-        "project_id": "", "predicate": "send_permission", "authorized_issuers": "", "canonical_ref_prefix": "iam:",
-        "connector": "manual", "reporters": "iam-sync, task-system", "recheck_interval": "PT6H",
-        "recheck_before_action": "on", "on_failure": "block_action", "risk": "high",
-    }  # fmt: skip
+        "project_id": "",
+        "predicate": "send_permission",
+        "authorized_issuers": "",
+        "canonical_ref_prefix": "iam:",
+        "connector": "manual",
+        "reporters": "iam-sync, task-system",
+        "recheck_interval": "PT6H",
+        "recheck_before_action": "on",
+        "on_failure": "block_action",
+        "risk": "high",
+    }
     assert client.post(f"/policies/{iam_policy.pk}/", form).status_code == 302
     iam_policy.refresh_from_db()
     assert iam_policy.canonical_source == {"connector": "manual", "reporters": ["iam-sync", "task-system"]}

@@ -24,9 +24,15 @@ def due_records(agent, count: int, prefix: str = "task") -> list[MemoryRecord]:
     past = timezone.now() - timedelta(days=3)
     made = []
     for i in range(count):
-        a = Assertion(project_id="project-a", subject_id=f"{prefix}-{i:03d}", predicate="submission_deadline",
-                      value=f"2026-11-{(i % 27) + 1:02d}", valid_from=past,
-                      source_canonical_ref=f"task-system:project-a/{prefix}-{i:03d}", source_revision="r1")  # fmt: skip
+        a = Assertion(
+            project_id="project-a",
+            subject_id=f"{prefix}-{i:03d}",
+            predicate="submission_deadline",
+            value=f"2026-11-{(i % 27) + 1:02d}",
+            valid_from=past,
+            source_canonical_ref=f"task-system:project-a/{prefix}-{i:03d}",
+            source_revision="r1",
+        )
         made.append(assert_fact(agent, a, now=past, verified_at=past).record)
     return made
 
@@ -35,9 +41,12 @@ def due_records(agent, count: int, prefix: str = "task") -> list[MemoryRecord]:
 def policy_for_source(admin):
     def make(base_url: str, timeout: float = 0.5) -> FieldPolicy:
         return FieldPolicy.objects.create(
-            tenant=admin.tenant, predicate="submission_deadline", canonical_ref_prefix="task-system:",
-            canonical_source=http_json_source(base_url, timeout=timeout), recheck_interval=timedelta(days=1),
-        )  # fmt: skip
+            tenant=admin.tenant,
+            predicate="submission_deadline",
+            canonical_ref_prefix="task-system:",
+            canonical_source=http_json_source(base_url, timeout=timeout),
+            recheck_interval=timedelta(days=1),
+        )
 
     return make
 

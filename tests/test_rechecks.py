@@ -14,17 +14,22 @@ from memory_admin.memory.rechecks import recheck_now, record_recheck
 from tests.canonical_source import http_json_source
 from tests.conftest import DEADLINE, deadline
 
-Outcome = RecheckAttempt.Outcome
+Result = RecheckAttempt.Result
 SUBJECT = DEADLINE["subject_id"]
 
 
 @pytest.fixture
 def policy(admin, source):
     return FieldPolicy.objects.create(
-        tenant=admin.tenant, predicate="submission_deadline", canonical_ref_prefix="task-system:",
-        canonical_source=http_json_source(source[0], timeout=0.5), recheck_interval=timedelta(days=1),
-        recheck_before_action=True, on_failure=FieldPolicy.OnFailure.BLOCK_ACTION, risk=FieldPolicy.Risk.HIGH,
-    )  # fmt: skip
+        tenant=admin.tenant,
+        predicate="submission_deadline",
+        canonical_ref_prefix="task-system:",
+        canonical_source=http_json_source(source[0], timeout=0.5),
+        recheck_interval=timedelta(days=1),
+        recheck_before_action=True,
+        on_failure=FieldPolicy.OnFailure.BLOCK_ACTION,
+        risk=FieldPolicy.Risk.HIGH,
+    )
 
 
 @pytest.fixture
@@ -42,7 +47,7 @@ def test_an_unchanged_value_is_verified_and_its_recheck_moves(verified_record, s
     source[1].set(SUBJECT, value="2026-11-02T17:00+09:00", revision="r18")
     before = timezone.now()
     attempt = recheck_now(verified_record, trigger="sweep")
-    assert attempt.outcome == Outcome.VERIFIED_UNCHANGED
+    assert attempt.outcome == Result.VERIFIED_UNCHANGED
     record = reload(verified_record)
     assert record.last_verified_at >= before
     assert record.recheck_after == record.last_verified_at + timedelta(days=1)
@@ -52,7 +57,7 @@ def test_an_unchanged_value_is_verified_and_its_recheck_moves(verified_record, s
 def test_a_changed_value_supersedes_through_assert_fact_as_the_canonical_source(verified_record, source, agent):
     source[1].set(SUBJECT, value="2026-11-05T17:00+09:00", revision="r19")
     attempt = recheck_now(verified_record, trigger="sweep")
-    assert attempt.outcome == Outcome.VERIFIED_CHANGED
+    assert attempt.outcome == Result.VERIFIED_CHANGED
     old, new = reload(verified_record), attempt.new_record
     assert old.status == "superseded" and old.superseded_by_id == new.pk
     assert new.value == "2026-11-05T17:00+09:00" and new.status == "accepted"
@@ -64,14 +69,14 @@ def test_a_changed_value_supersedes_through_assert_fact_as_the_canonical_source(
 @pytest.mark.parametrize(
     ("answer", "outcome", "words"),
     [
-        ({"mode": "error", "status": 500}, Outcome.SOURCE_UNAVAILABLE, "HTTP 500"),
-        ({"mode": "error", "status": 503}, Outcome.SOURCE_UNAVAILABLE, "HTTP 503"),
-        ({"mode": "auth", "key": "k"}, Outcome.SOURCE_UNAVAILABLE, "HTTP 401"),
-        ({"mode": "slow", "delay": 2}, Outcome.SOURCE_UNAVAILABLE, "did not answer within"),
-        ({"mode": "ambiguous", "values": ["2026-11-02", "2026-11-09"]}, Outcome.SOURCE_AMBIGUOUS, "2 values"),
-        ({"mode": "no_value"}, Outcome.SOURCE_AMBIGUOUS, "nothing at"),
-        ({"mode": "not_json"}, Outcome.SOURCE_AMBIGUOUS, "did not answer JSON"),
-        ({"mode": "not_found"}, Outcome.SOURCE_AMBIGUOUS, "HTTP 404"),
+        ({"mode": "error", "status": 500}, Result.SOURCE_UNAVAILABLE, "HTTP 500"),
+        ({"mode": "error", "status": 503}, Result.SOURCE_UNAVAILABLE, "HTTP 503"),
+        ({"mode": "auth", "key": "k"}, Result.SOURCE_UNAVAILABLE, "HTTP 401"),
+        ({"mode": "slow", "delay": 2}, Result.SOURCE_UNAVAILABLE, "did not answer within"),
+        ({"mode": "ambiguous", "values": ["2026-11-02", "2026-11-09"]}, Result.SOURCE_AMBIGUOUS, "2 values"),
+        ({"mode": "no_value"}, Result.SOURCE_AMBIGUOUS, "nothing at"),
+        ({"mode": "not_json"}, Result.SOURCE_AMBIGUOUS, "did not answer JSON"),
+        ({"mode": "not_found"}, Result.SOURCE_AMBIGUOUS, "HTTP 404"),
     ],
 )
 def test_a_failed_recheck_never_moves_last_verified_at(verified_record, source, answer, outcome, words):
@@ -84,7 +89,7 @@ def test_a_failed_recheck_never_moves_last_verified_at(verified_record, source, 
     assert after.last_verified_at == before.last_verified_at
     assert after.recheck_after == before.recheck_after
     assert after.status == "accepted" and after.value == before.value
-    if outcome == Outcome.SOURCE_AMBIGUOUS:
+    if outcome == Result.SOURCE_AMBIGUOUS:
         assert after.attention  # flagged for an owner
 
 
@@ -101,15 +106,15 @@ def test_the_auth_secret_comes_from_the_environment(verified_record, source, pol
     policy.save()
     source[1].set(SUBJECT, mode="auth", key="s3cret", value="2026-11-02T17:00+09:00", revision="r18")
     monkeypatch.delenv("SOURCE_SECRET_TASKS", raising=False)
-    assert recheck_now(verified_record, trigger="sweep").outcome == Outcome.SOURCE_UNAVAILABLE  # no secret set
+    assert recheck_now(verified_record, trigger="sweep").outcome == Result.SOURCE_UNAVAILABLE  # no secret set
     monkeypatch.setenv("SOURCE_SECRET_TASKS", "s3cret")
-    assert recheck_now(verified_record, trigger="sweep").outcome == Outcome.VERIFIED_UNCHANGED
+    assert recheck_now(verified_record, trigger="sweep").outcome == Result.VERIFIED_UNCHANGED
 
 
 def test_a_field_without_a_canonical_source_is_not_checked(agent):
     record = assert_fact(agent, deadline("2026-11-02", "r18", timezone.now())).record
     attempt = recheck_now(reload(record), trigger="sweep")
-    assert attempt.outcome == Outcome.NOT_CHECKED
+    assert attempt.outcome == Result.NOT_CHECKED
     assert reload(record).last_verified_at is None
 
 
@@ -117,7 +122,7 @@ def test_a_manual_field_waits_for_a_person(verified_record, policy):
     policy.canonical_source = {"connector": "manual"}
     policy.save()
     attempt = recheck_now(verified_record, trigger="sweep")
-    assert attempt.outcome == Outcome.NOT_CHECKED
+    assert attempt.outcome == Result.NOT_CHECKED
     assert "manual" in reload(verified_record).attention.lower()
 
 
@@ -132,13 +137,17 @@ def test_last_verified_at_moves_only_on_verified_outcomes_over_random_sequences(
         head = MemoryRecord.objects.select_related("project").get(
             subject_id=SUBJECT, is_head=True, tenant_id=record.tenant_id
         )
-        outcome = rng.choice(list(Outcome))
-        value = head.value if outcome != Outcome.VERIFIED_CHANGED else f"2026-12-{rng.randrange(1, 28):02d}"
+        outcome = rng.choice(list(Result))
+        value = head.value if outcome != Result.VERIFIED_CHANGED else f"2026-12-{rng.randrange(1, 28):02d}"
         attempt = record_recheck(
-            head, outcome=outcome, trigger="sweep", observed_value=value,
-            source_revision=f"r{100 + int(clock.timestamp())}", now=clock,
-        )  # fmt: skip
+            head,
+            outcome=outcome,
+            trigger="sweep",
+            observed_value=value,
+            source_revision=f"r{100 + int(clock.timestamp())}",
+            now=clock,
+        )
         head_after = MemoryRecord.objects.get(subject_id=SUBJECT, is_head=True, tenant_id=record.tenant_id)
-        if attempt.outcome in (Outcome.VERIFIED_UNCHANGED, Outcome.VERIFIED_CHANGED):
+        if attempt.outcome in (Result.VERIFIED_UNCHANGED, Result.VERIFIED_CHANGED):
             expected = clock
         assert head_after.last_verified_at == expected, (seed, outcome, attempt.outcome)

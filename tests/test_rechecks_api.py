@@ -19,20 +19,26 @@ ACTION = {**DEADLINE, "purpose": "action"}
 @pytest.fixture
 def policy(admin, source):
     return FieldPolicy.objects.create(
-        tenant=admin.tenant, predicate="submission_deadline", canonical_ref_prefix="task-system:",
-        canonical_source=http_json_source(source[0], timeout=0.5), recheck_interval=timedelta(days=1),
-        recheck_before_action=True, on_failure=FieldPolicy.OnFailure.BLOCK_ACTION,
+        tenant=admin.tenant,
+        predicate="submission_deadline",
+        canonical_ref_prefix="task-system:",
+        canonical_source=http_json_source(source[0], timeout=0.5),
+        recheck_interval=timedelta(days=1),
+        recheck_before_action=True,
+        on_failure=FieldPolicy.OnFailure.BLOCK_ACTION,
         authorized_issuers=["agent-7", "olivia"],
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture
 def record(agent, policy):
     past = timezone.now() - timedelta(days=3)
     return assert_fact(
-        agent, deadline("2026-11-02T17:00+09:00", "r18", past, ref="task-system:project-a/task-proposal-017"),
-        now=past, verified_at=past,
-    ).record  # fmt: skip
+        agent,
+        deadline("2026-11-02T17:00+09:00", "r18", past, ref="task-system:project-a/task-proposal-017"),
+        now=past,
+        verified_at=past,
+    ).record
 
 
 def test_acting_rechecks_first_and_allows_a_verified_value(api, agent, record, source):

@@ -21,12 +21,28 @@ SUBJECT = DEADLINE["subject_id"]
 @pytest.mark.django_db(transaction=True)
 def test_a_restored_backup_does_not_bring_deleted_content_back(api, agent, compliance, tmp_path, settings):
     settings.BACKUP_DIR = tmp_path
-    lineage.log_event(agent, project_id="project-a", session_id="s-1", actor="owner", text=f"{SUBJECT} due Oct 30",
-                      occurred_at=at(10, 20), subject_ids=[SUBJECT])  # fmt: skip
+    lineage.log_event(
+        agent,
+        project_id="project-a",
+        session_id="s-1",
+        actor="owner",
+        text=f"{SUBJECT} due Oct 30",
+        occurred_at=at(10, 20),
+        subject_ids=[SUBJECT],
+    )
     record = assert_fact(agent, deadline("2026-10-30T17:00+09:00", "r17", at(10, 20))).record
-    keep = assert_fact(agent, deadline("x", "1", at(10, 20)).__class__(
-        project_id="project-a", subject_id="task-other", predicate="submission_deadline", value="2026-12-01",
-        valid_from=at(10, 20), source_canonical_ref="task-system:other", source_revision="1")).record  # fmt: skip
+    keep = assert_fact(
+        agent,
+        deadline("x", "1", at(10, 20)).__class__(
+            project_id="project-a",
+            subject_id="task-other",
+            predicate="submission_deadline",
+            value="2026-12-01",
+            valid_from=at(10, 20),
+            source_canonical_ref="task-system:other",
+            source_revision="1",
+        ),
+    ).record
     lineage.create_summary(agent, project_id="project-a", text="Due Oct 30", bases=[BaseRef(record.memory_id, 1)])
     backup = take_backup(retention_days=30)  # taken before the deletion: it holds the subject
 
@@ -49,7 +65,14 @@ def test_a_restored_backup_does_not_bring_deleted_content_back(api, agent, compl
     assert all(SUBJECT not in e.text for e in Event.objects.all())
     assert AuditEvent.objects.filter(object_id=record.memory_id, redacted_at__isnull=True).count() == 0
     # And the restored database still refuses the deleted value.
-    again = api(agent).post("/api/v1/records/", {**DEADLINE, "value": "2026-10-30T17:00+09:00",
-                            "valid_from": at(10, 20).isoformat(),
-                            "source": {"canonical_ref": "task-system:x", "revision": "r99"}}, format="json")  # fmt: skip
+    again = api(agent).post(
+        "/api/v1/records/",
+        {
+            **DEADLINE,
+            "value": "2026-10-30T17:00+09:00",
+            "valid_from": at(10, 20).isoformat(),
+            "source": {"canonical_ref": "task-system:x", "revision": "r99"},
+        },
+        format="json",
+    )
     assert again.status_code == 410

@@ -21,8 +21,14 @@ from memory_admin.derived.models import ExportFile
 from memory_admin.memory.errors import Forbidden
 from memory_admin.memory.models import FieldPolicy, MemoryRecord
 
-POLICY = {"project_id": None, "predicate": "send_permission", "authorized_issuers": ["ada"],
-          "canonical_source": {"connector": "manual"}, "on_failure": "block_action", "risk": "high"}  # fmt: skip
+POLICY = {
+    "project_id": None,
+    "predicate": "send_permission",
+    "authorized_issuers": ["ada"],
+    "canonical_source": {"connector": "manual"},
+    "on_failure": "block_action",
+    "risk": "high",
+}
 
 
 def signed_in(principal) -> Client:
@@ -81,8 +87,9 @@ def test_compliance_cannot_create_an_export_but_may_download_one(owner, complian
 
 
 def test_dashboard_actions_on_an_unknown_or_foreign_id_are_404(compliance, outsider, owner, admin, moved_deadline):
-    request = service.request_deletion(compliance, project_id="project-a", scope={"subject_id": "nobody"},
-                                       reason="Data subject request")  # fmt: skip
+    request = service.request_deletion(
+        compliance, project_id="project-a", scope={"subject_id": "nobody"}, reason="Data subject request"
+    )
     assert isinstance(request, DeletionRequest)
     for verb in ("approve", "cancel", "retry"):
         assert signed_in(compliance).post(f"/deletions/del-unknown/{verb}/").status_code == 404, verb
@@ -90,8 +97,13 @@ def test_dashboard_actions_on_an_unknown_or_foreign_id_are_404(compliance, outsi
     memory_id = moved_deadline[1].record.memory_id
     for principal in (owner, admin):
         client = signed_in(principal)
-        for url in ("/records/mem-unknown/exclude/", "/records/mem-unknown/expire/", "/records/mem-unknown/recheck/",
-                    "/records/mem-unknown/verify/", "/disputes/dsp-unknown/resolve/"):  # fmt: skip
+        for url in (
+            "/records/mem-unknown/exclude/",
+            "/records/mem-unknown/expire/",
+            "/records/mem-unknown/recheck/",
+            "/records/mem-unknown/verify/",
+            "/disputes/dsp-unknown/resolve/",
+        ):
             assert client.post(url, {"reason": "x", "confirm": "yes"}).status_code == 404, url
     for url in ("/policies/999999/", "/policies/999999/delete/", "/policies/999999/test/"):
         assert signed_in(admin).post(url, {"confirm": "yes", "subject_id": "x"}).status_code == 404, url
@@ -117,8 +129,9 @@ def test_the_deletion_request_list_has_the_cursor_page_shape_for_every_caller(ap
 # --- A safe `next` ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("evil", ["javascript:alert(document.cookie)", "//evil.example/", "https://evil.example/",
-                                  "/\\evil.example/"])  # fmt: skip
+@pytest.mark.parametrize(
+    "evil", ["javascript:alert(document.cookie)", "//evil.example/", "https://evil.example/", "/\\evil.example/"]
+)
 def test_a_hostile_next_never_reaches_a_link_or_a_redirect(owner, moved_deadline, evil):
     memory_id = moved_deadline[1].record.memory_id
     client = signed_in(owner)
@@ -145,8 +158,18 @@ def test_password_validators_are_configured():
 @pytest.mark.parametrize("weak", ["demo", "password123", "12345678901", "peter@initech"])
 def test_create_principal_refuses_a_weak_password_and_creates_nothing(db, weak):
     with pytest.raises(CommandError, match="password is refused"):
-        call_command("create_principal", "--tenant", "initech", "--name", "peter", "--role", "owner",
-                     "--password", weak, stdout=StringIO())  # fmt: skip
+        call_command(
+            "create_principal",
+            "--tenant",
+            "initech",
+            "--name",
+            "peter",
+            "--role",
+            "owner",
+            "--password",
+            weak,
+            stdout=StringIO(),
+        )
     assert not Principal.objects.filter(username="peter@initech").exists()
     assert not Tenant.objects.filter(slug="initech").exists()
 
@@ -162,7 +185,7 @@ def test_ensure_principal_validates_a_new_password_for_an_existing_person_too(ow
 
 
 def test_only_an_explicit_bypass_accepts_the_demo_password(db):
-    from memory_admin.memory.demo import PASSWORD
+    from memory_admin.demo import PASSWORD
 
     person = ensure_principal("demo", "owner", ["owner"], password=PASSWORD, validate=False)
     assert person.check_password(PASSWORD)

@@ -83,9 +83,10 @@ def echo(handler: BaseHTTPRequestHandler) -> None:
 def make_policy(admin, base_url: str, **extra: Any) -> FieldPolicy:
     """A stored policy, written past validation: a policy saved before these rules, or by hand."""
     return FieldPolicy.objects.create(
-        tenant=admin.tenant, predicate="submission_deadline",
+        tenant=admin.tenant,
+        predicate="submission_deadline",
         canonical_source=http_json_source(base_url, timeout=1.0, **extra),
-    )  # fmt: skip
+    )
 
 
 def try_source(api, admin, policy: FieldPolicy):
@@ -98,12 +99,17 @@ def try_source(api, admin, policy: FieldPolicy):
 
 def policy_body(**source: Any) -> dict[str, Any]:
     return {
-        "project_id": "project-a", "predicate": "submission_deadline",
+        "project_id": "project-a",
+        "predicate": "submission_deadline",
         "canonical_source": {
-            "connector": "http_json", "url_template": "https://tasks.example.com/tasks/{subject_id}",
-            "value_pointer": "/deadline", "revision_pointer": "/revision", "timeout_seconds": 2, **source,
+            "connector": "http_json",
+            "url_template": "https://tasks.example.com/tasks/{subject_id}",
+            "value_pointer": "/deadline",
+            "revision_pointer": "/revision",
+            "timeout_seconds": 2,
+            **source,
         },
-    }  # fmt: skip
+    }
 
 
 @pytest.fixture
@@ -141,9 +147,10 @@ def test_changing_a_policy_to_a_server_secret_is_refused_and_changes_nothing(api
 
 def test_the_operator_decides_which_secret_variables_policies_may_name(api, admin, settings):
     ok = api(admin).post(
-        "/api/v1/field-policies/", policy_body(auth_header="X-Api-Key", auth_secret_env="SOURCE_SECRET_TASKS"),
+        "/api/v1/field-policies/",
+        policy_body(auth_header="X-Api-Key", auth_secret_env="SOURCE_SECRET_TASKS"),
         format="json",
-    )  # fmt: skip
+    )
     assert ok.status_code == 201, ok.json()  # the default allowlist: SOURCE_SECRET_*
     settings.SOURCE_SECRET_ENV_ALLOWLIST = ["TASKS_KEY", "SECRET_KEY"]
     exact = {**policy_body(auth_header="X-Api-Key", auth_secret_env="TASKS_KEY"), "project_id": "project-b"}
@@ -200,11 +207,21 @@ def test_a_header_name_with_a_line_break_is_a_400_in_the_editor_too(admin):
     client = Client()
     client.force_login(admin)
     form = {
-        "project_id": "", "predicate": "send_permission", "authorized_issuers": "", "canonical_ref_prefix": "",
-        "connector": "http_json", "url_template": "https://iam.example.com/{subject_id}", "value_pointer": "/v",
-        "revision_pointer": "/r", "timeout_seconds": "2", "auth_header": "X-Key\r\nX-Injected: 1",
-        "auth_secret_env": "SOURCE_SECRET_IAM", "recheck_interval": "", "on_failure": "block_action", "risk": "high",
-    }  # fmt: skip
+        "project_id": "",
+        "predicate": "send_permission",
+        "authorized_issuers": "",
+        "canonical_ref_prefix": "",
+        "connector": "http_json",
+        "url_template": "https://iam.example.com/{subject_id}",
+        "value_pointer": "/v",
+        "revision_pointer": "/r",
+        "timeout_seconds": "2",
+        "auth_header": "X-Key\r\nX-Injected: 1",
+        "auth_secret_env": "SOURCE_SECRET_IAM",
+        "recheck_interval": "",
+        "on_failure": "block_action",
+        "risk": "high",
+    }
     response = client.post("/policies/new/", form)
     assert response.status_code == 400
     assert "auth_header must be one header name" in response.content.decode()
@@ -376,8 +393,11 @@ def _settings_in_a_fresh_process(tmp_path: Path, **env: str) -> subprocess.Compl
     return subprocess.run(
         [sys.executable, "-c", script],
         env={**clean, "DJANGO_SETTINGS_MODULE": "memory_admin.settings", "VAR_DIR": str(tmp_path), **env},
-        cwd=BASE_DIR, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        cwd=BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 @pytest.mark.parametrize(

@@ -28,8 +28,15 @@ URL = "/api/v1/deletion-requests/"
 
 
 def log(principal, text: str, subject_ids: list[str], session: str = "s-1", project: str = "project-a") -> Event:
-    return lineage.log_event(principal, project_id=project, session_id=session, actor="owner", text=text,
-                             occurred_at=at(10, 20), subject_ids=subject_ids)  # fmt: skip
+    return lineage.log_event(
+        principal,
+        project_id=project,
+        session_id=session,
+        actor="owner",
+        text=text,
+        occurred_at=at(10, 20),
+        subject_ids=subject_ids,
+    )
 
 
 @pytest.fixture
@@ -105,8 +112,15 @@ def test_the_events_list_filters_by_subject_id(api, agent, outsider, subject_log
 def test_subject_rows_follow_subject_ids_on_create_save_and_bulk_create(agent):
     project = project_for(agent.tenant, "project-a")
     now = timezone.now()
-    event = Event.objects.create(tenant_id=agent.tenant_id, project=project, session_id="s", actor="a", text="x",
-                                 occurred_at=now, subject_ids=["a", "b", "a", "", 7, "z" * 201])  # fmt: skip
+    event = Event.objects.create(
+        tenant_id=agent.tenant_id,
+        project=project,
+        session_id="s",
+        actor="a",
+        text="x",
+        occurred_at=now,
+        subject_ids=["a", "b", "a", "", 7, "z" * 201],
+    )
     assert sorted(event.subjects.values_list("subject_id", flat=True)) == ["a", "b"]  # distinct strings that fit
     event.subject_ids = ["b", "c"]
     event.save()
@@ -114,11 +128,21 @@ def test_subject_rows_follow_subject_ids_on_create_save_and_bulk_create(agent):
     event.text = "y"
     event.save(update_fields=["text"])  # subject_ids untouched: rows untouched
     assert sorted(event.subjects.values_list("subject_id", flat=True)) == ["b", "c"]
-    made = Event.objects.bulk_create([
-        Event(public_id=f"evt-bulk-{i}", tenant_id=agent.tenant_id, project=project, session_id="s", actor="a",
-              text="t", occurred_at=now - timedelta(minutes=i), subject_ids=[f"bulk-{i}"])
-        for i in range(3)
-    ])  # fmt: skip
+    made = Event.objects.bulk_create(
+        [
+            Event(
+                public_id=f"evt-bulk-{i}",
+                tenant_id=agent.tenant_id,
+                project=project,
+                session_id="s",
+                actor="a",
+                text="t",
+                occurred_at=now - timedelta(minutes=i),
+                subject_ids=[f"bulk-{i}"],
+            )
+            for i in range(3)
+        ]
+    )
     rows = EventSubject.objects.filter(event__in=made).values_list("subject_id", "tenant_id", "project_id")
     assert sorted(rows) == [(f"bulk-{i}", agent.tenant_id, project.pk) for i in range(3)]
 

@@ -34,15 +34,24 @@ def _corrupt(record: MemoryRecord) -> None:
 def _ending_fact(principal, subject: str, now):
     """An accepted fact valid until an hour from now, with an action planned from it."""
     assertion = Assertion(
-        project_id="project-a", subject_id=subject, predicate="submission_deadline", value="v",
-        valid_from=now - timedelta(days=1), valid_to=now + timedelta(hours=1),
-        source_canonical_ref=f"task-system:project-a/{subject}", source_revision="r1",
-    )  # fmt: skip
+        project_id="project-a",
+        subject_id=subject,
+        predicate="submission_deadline",
+        value="v",
+        valid_from=now - timedelta(days=1),
+        valid_to=now + timedelta(hours=1),
+        source_canonical_ref=f"task-system:project-a/{subject}",
+        source_revision="r1",
+    )
     record = assert_fact(principal, assertion).record
     action = lineage.schedule_action(
-        principal, project_id="project-a", kind="send_reminder", payload={}, due_at=now + timedelta(days=2),
+        principal,
+        project_id="project-a",
+        kind="send_reminder",
+        payload={},
+        due_at=now + timedelta(days=2),
         bases=[BaseRef(record.memory_id, record.revision)],
-    )  # fmt: skip
+    )
     return record, action
 
 

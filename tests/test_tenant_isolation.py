@@ -13,10 +13,13 @@ def acme_objects(admin, moved_deadline, other_agent):
     from memory_admin.memory.actions import Assertion, assert_fact
 
     price = {"project_id": "project-a", "subject_id": "product-x", "predicate": "unit_price"}
-    assert_fact(moved_deadline[0].record.issuer, Assertion(**price, value=1, valid_from=at(10, 26),
-                source_canonical_ref="a", source_revision="1"))  # fmt: skip
-    dispute = assert_fact(other_agent, Assertion(**price, value=2, valid_from=at(10, 26), source_canonical_ref="b",
-                          source_revision="1")).dispute  # fmt: skip
+    assert_fact(
+        moved_deadline[0].record.issuer,
+        Assertion(**price, value=1, valid_from=at(10, 26), source_canonical_ref="a", source_revision="1"),
+    )
+    dispute = assert_fact(
+        other_agent, Assertion(**price, value=2, valid_from=at(10, 26), source_canonical_ref="b", source_revision="1")
+    ).dispute
     policy = FieldPolicy.objects.create(tenant=admin.tenant, predicate="submission_deadline")
     return {"record": moved_deadline[1].record, "dispute": dispute, "policy": policy}
 

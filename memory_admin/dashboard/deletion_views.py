@@ -14,8 +14,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from deletion import service
-from deletion.models import DeletionRequest
-from memory_admin.dashboard.views import _back, _principal, member_required
+from deletion.models import DeletionRequest, Tombstone
+from memory_admin.dashboard.helpers import confirmed, member_required, principal_of, redirect_back, safe_next
 from memory_admin.derived.exports import downloadable, export_project
 from memory_admin.derived.models import ExportFile
 from memory_admin.memory.errors import DomainError, Forbidden, NotFound
@@ -45,7 +45,7 @@ def _days_left(due: date | None) -> int | None:
 
 @member_required
 def request_list(request: HttpRequest) -> HttpResponse:
-    principal = _principal(request)
+    principal = principal_of(request)
     if not principal.has_role("compliance", "owner", "admin"):
         raise Forbidden("Deletion requests are for compliance staff, owners and admins.")
     rows = [
@@ -65,7 +65,7 @@ def request_new(request: HttpRequest) -> HttpResponse:
     After the preview the scope is shown read-only and the confirmation carries the preview's signed id:
     filing refuses a scope or project other than the previewed one ("Edit scope" goes back to the form).
     """
-    principal = _principal(request)
+    principal = principal_of(request)
     if not principal.has_role("compliance"):
         raise Forbidden("Only compliance staff file deletion requests.")
     form = DeletionForm(request.POST or None, initial=request.GET.dict())
@@ -79,9 +79,13 @@ def request_new(request: HttpRequest) -> HttpResponse:
             if request.POST.get("confirm") == "yes":
                 return _file_previewed(request, form)
             result = service.request_deletion(
-                principal, project_id=form.cleaned_data["project_id"], scope=form.scope(),
-                reason=form.cleaned_data["reason"], due_by=form.cleaned_data["due_by"], dry_run=True,
-            )  # fmt: skip
+                principal,
+                project_id=form.cleaned_data["project_id"],
+                scope=form.scope(),
+                reason=form.cleaned_data["reason"],
+                due_by=form.cleaned_data["due_by"],
+                dry_run=True,
+            )
         except DomainError as exc:
             form.add_error(
                 None, exc.detail + " " + " ".join(m for ms in (exc.extra.get("errors") or {}).values() for m in ms)
@@ -96,8 +100,12 @@ def request_new(request: HttpRequest) -> HttpResponse:
     if preview is not None:
         data = form.cleaned_data
         kinds = dict(DeletionRequest.ScopeKind.choices)
-        previewed = [("Project", data["project_id"]), ("Scope", f"{kinds[data['scope_kind']]}: {data['scope_value']}"),
-                     ("Reason", data["reason"]), ("Due by", data["due_by"])]  # fmt: skip
+        previewed = [
+            ("Project", data["project_id"]),
+            ("Scope", f"{kinds[data['scope_kind']]}: {data['scope_value']}"),
+            ("Reason", data["reason"]),
+            ("Due by", data["due_by"]),
+        ]
     context = {"form": form, "preview": preview, "preview_id": preview_id, "previewed": previewed}
     return render(request, "dashboard/deletion_new.html", context, status=status)
 
@@ -111,25 +119,30 @@ def _file_previewed(request: HttpRequest, form: DeletionForm) -> HttpResponse:
         )
     data = form.cleaned_data
     filed, drift = service.file_previewed(
-        _principal(request), preview_id=cited, project_id=data["project_id"], scope=form.scope(),
-        reason=data["reason"], due_by=data["due_by"],
-    )  # fmt: skip
+        principal_of(request),
+        preview_id=cited,
+        project_id=data["project_id"],
+        scope=form.scope(),
+        reason=data["reason"],
+        due_by=data["due_by"],
+    )
     messages.success(request, f"Deletion request {filed.public_id} filed.")
     if drift.changed:
         messages.warning(
-            request, f"The stores changed between the preview and filing: {drift.describe()}. "
+            request,
+            f"The stores changed between the preview and filing: {drift.describe()}. "
             "The request covers the scope as it is now.",
-        )  # fmt: skip
-    return _back(request, reverse("dashboard:deletion", args=[filed.public_id]))
+        )
+    return redirect_back(request, reverse("dashboard:deletion", args=[filed.public_id]))
 
 
 @member_required
 def request_detail(request: HttpRequest, public_id: str) -> HttpResponse:
-    deletion = service.get_request(_principal(request), public_id)
+    deletion = service.get_request(principal_of(request), public_id)
     context = {
         "deletion": deletion,
         "report": service.report(deletion),
-        "can_act": _principal(request).has_role("compliance"),
+        "can_act": principal_of(request).has_role("compliance"),
     }
     template = "dashboard/deletion.html#progress" if request.headers.get("HX-Request") else "dashboard/deletion.html"
     return render(request, template, context)
@@ -138,7 +151,7 @@ def request_detail(request: HttpRequest, public_id: str) -> HttpResponse:
 @member_required
 def request_report(request: HttpRequest, public_id: str) -> HttpResponse:
     """The deletion report: JSON to file with a regulator, or a printable page."""
-    deletion = service.get_request(_principal(request), public_id)
+    deletion = service.get_request(principal_of(request), public_id)
     report = service.report(deletion)
     if request.GET.get("format") == "json":
         response = JsonResponse(report, json_dumps_params={"indent": 2, "ensure_ascii": False})
@@ -152,7 +165,7 @@ def request_report(request: HttpRequest, public_id: str) -> HttpResponse:
 def request_action(request: HttpRequest, public_id: str, verb: str) -> HttpResponse:
     if verb not in ("approve", "cancel", "retry"):
         raise Http404("No such action")
-    principal = _principal(request)
+    principal = principal_of(request)
     back = reverse("dashboard:deletion", args=[public_id])
     try:
         if verb == "approve":
@@ -167,14 +180,14 @@ def request_action(request: HttpRequest, public_id: str, verb: str) -> HttpRespo
         raise  # another tenant's or an unknown request is a 404, not a redirect with a message
     except DomainError as exc:
         messages.error(request, exc.detail)
-        return _back(request, back)
+        return redirect_back(request, back)
     messages.success(request, {"approve": "Approved.", "cancel": "Cancelled.", "retry": "Requeued."}.get(verb, "Done."))
-    return _back(request, back)
+    return redirect_back(request, back)
 
 
 @member_required
 def exports(request: HttpRequest) -> HttpResponse:
-    principal = _principal(request)
+    principal = principal_of(request)
     if request.method == "POST":
         try:
             made = export_project(principal, request.POST.get("project_id", "").strip())
@@ -184,12 +197,55 @@ def exports(request: HttpRequest) -> HttpResponse:
             messages.error(request, exc.detail)
         else:
             messages.success(request, f"Exported {made.rows} records.")
-        return _back(request, reverse("dashboard:exports"))
+        return redirect_back(request, reverse("dashboard:exports"))
     files = ExportFile.objects.filter(tenant_id=principal.tenant_id, removed_at__isnull=True).select_related("project")
     return render(request, "dashboard/exports.html", {"files": files.order_by("-id")[:100]})
 
 
 @member_required
 def export_download(request: HttpRequest, export_id: int) -> HttpResponseBase:
-    export = downloadable(_principal(request), export_id)
+    export = downloadable(principal_of(request), export_id)
     return FileResponse(open(export.path, "rb"), as_attachment=True, filename=f"{export.project.key}-{export.pk}.jsonl")
+
+
+# --- Lifting a tombstone ------------------------------------------------------------------------
+
+
+@member_required
+@require_POST
+def tombstone_lift(request: HttpRequest, tombstone_id: int) -> HttpResponse:
+    """An owner lets a deleted item be written again: a confirmation page with a reason first (no JavaScript
+    needed), then service.lift_tombstone, which decides who may and audits it (`tombstone.lifted`)."""
+    principal = principal_of(request)
+    if not principal.has_role("owner"):
+        raise Forbidden("Only an owner can lift a tombstone.")
+    stone = Tombstone.objects.filter(tenant_id=principal.tenant_pk, pk=tombstone_id).first()
+    if stone is None:
+        raise Http404("No such tombstone.")
+    back = safe_next(request, reverse("dashboard:deletions"))
+    reason = request.POST.get("reason", "").strip()
+    if not confirmed(request) or not reason:
+        if confirmed(request):
+            messages.error(request, "Give a reason; it is audited. Nothing was changed.")
+        context = {
+            "title": f"Lift the tombstone of {stone.get_kind_display().lower()} {stone.memory_id}".rstrip(),
+            "explanation": "Writes that would bring the deleted content back are then accepted again. The "
+            "deleted content itself does not come back; it is gone.",
+            "details": [
+                ("Deleted by", stone.request_public_id or "(restored from the deletion ledger)"),
+                ("Deleted on", stone.created_at.isoformat()),
+            ],
+            "action": reverse("dashboard:tombstone_lift", args=[stone.pk]),
+            "ask_reason": True,
+            "reason": reason,
+            "button": "Confirm: lift the tombstone",
+            "next": back,
+        }
+        return render(request, "dashboard/confirm.html", context, status=400 if confirmed(request) else 200)
+    try:
+        service.lift_tombstone(principal, stone.pk, reason)
+    except DomainError as exc:
+        messages.error(request, f"Nothing was changed: {exc.detail}")
+        return redirect_back(request, back)
+    messages.success(request, "Tombstone lifted: the item may be written again.")
+    return redirect_back(request, back)

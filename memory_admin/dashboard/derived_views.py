@@ -6,7 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from memory_admin.dashboard.views import _principal, member_required
+from memory_admin.dashboard.helpers import member_required, principal_of
 from memory_admin.derived import search
 from memory_admin.derived.models import Invalidation
 
@@ -14,7 +14,7 @@ from memory_admin.derived.models import Invalidation
 @member_required
 def agents(request: HttpRequest) -> HttpResponse:
     """Open invalidation notices, oldest first: a notice delivered is not a notice applied."""
-    principal = _principal(request)
+    principal = principal_of(request)
     now = timezone.now()
     notices = list(
         Invalidation.objects.filter(tenant_id=principal.tenant_id, acknowledged_at__isnull=True)
@@ -25,17 +25,22 @@ def agents(request: HttpRequest) -> HttpResponse:
     for notice in notices:
         by_agent.setdefault(notice.agent.name, []).append(notice)
     rows = [
-        {"agent": name, "count": len(items), "oldest": items[0].created_at, "age": now - items[0].created_at,
-         "notices": items}
+        {
+            "agent": name,
+            "count": len(items),
+            "oldest": items[0].created_at,
+            "age": now - items[0].created_at,
+            "notices": items,
+        }
         for name, items in sorted(by_agent.items(), key=lambda kv: kv[1][0].created_at)
-    ]  # fmt: skip
+    ]
     return render(request, "dashboard/agents.html", {"rows": rows, "total": len(notices)})
 
 
 @member_required
 def retrieval(request: HttpRequest) -> HttpResponse:
     """What an agent would retrieve now, and which stale copies the usable filter holds back."""
-    principal = _principal(request)
+    principal = principal_of(request)
     q = request.GET.get("q", "").strip()[:2000]
     project = request.GET.get("project", "").strip()[:100] or None
     result = None

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from memory_admin.memory import validation
 from memory_admin.memory.audit import Action
+from memory_admin.memory.connectors import CONNECTORS, SettingField
 
 
 class LocalDateTimeField(forms.CharField):
@@ -56,9 +57,13 @@ class RecordFilterForm(forms.Form):
     status = forms.ChoiceField(required=False, choices=STATUS_VIEWS)
     freshness = forms.ChoiceField(
         required=False,
-        choices=[("", "Any freshness"), ("fresh", "Fresh"), ("recheck_due", "Recheck due"),
-                 ("never_verified", "Never verified")],
-    )  # fmt: skip
+        choices=[
+            ("", "Any freshness"),
+            ("fresh", "Fresh"),
+            ("recheck_due", "Recheck due"),
+            ("never_verified", "Never verified"),
+        ],
+    )
     source = forms.CharField(required=False, max_length=500, label="Source starts with")
     after = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
     size = forms.IntegerField(required=False, min_value=1, max_value=200, widget=forms.HiddenInput)
@@ -136,20 +141,13 @@ class PolicyForm(forms.Form):
         required=False, max_length=2000, label="Authorized issuers (names, comma-separated; blank: any writer)"
     )
     canonical_ref_prefix = forms.CharField(required=False, max_length=500)
-    connector = forms.ChoiceField(
-        choices=[("", "No canonical source"), ("manual", "Manual (a person verifies)"), ("http_json", "HTTP JSON")],
-        required=False,
-    )
-    url_template = forms.CharField(required=False, max_length=1000)
-    value_pointer = forms.CharField(required=False, max_length=200)
-    revision_pointer = forms.CharField(required=False, max_length=200)
-    timeout_seconds = forms.FloatField(required=False, min_value=0.1, max_value=60)
-    auth_header = forms.CharField(required=False, max_length=100)
-    auth_secret_env = forms.CharField(required=False, max_length=100, label="Auth secret: environment variable name")
+    # The connector's choices and its settings' fields (inserted after it) come from the connector registry.
+    connector = forms.ChoiceField(required=False)
     reporters = forms.CharField(
-        required=False, max_length=2000,
+        required=False,
+        max_length=2000,
         label="Reporters: principals that speak for this source (names, comma-separated; their reports verify)",
-    )  # fmt: skip
+    )
     recheck_interval = forms.CharField(required=False, max_length=50, label="Recheck interval (ISO 8601, e.g. P1D)")
     recheck_before_action = forms.BooleanField(required=False)
     on_failure = forms.ChoiceField(
@@ -157,6 +155,22 @@ class PolicyForm(forms.Form):
     )
     risk = forms.ChoiceField(choices=[("low", "Low"), ("high", "High")])
     retention_days = forms.IntegerField(required=False, min_value=1, max_value=validation.MAX_RETENTION_DAYS)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        connector = self.fields["connector"]
+        assert isinstance(connector, forms.ChoiceField)
+        connector.choices = [("", "No canonical source"), *((name, c.label or name) for name, c in CONNECTORS.items())]
+        fields = {}
+        for name, field in self.fields.items():
+            fields[name] = field
+            if name == "connector":
+                fields.update({f.key: _setting_form_field(f) for f in _setting_fields().values()})
+        self.fields = fields
+
+    @classmethod
+    def initial_for_new(cls) -> dict[str, Any]:
+        return {f.key: f.default for f in _setting_fields().values() if f.default is not None}
 
     def clean_recheck_interval(self) -> Any:
         text = self.cleaned_data["recheck_interval"].strip()
@@ -178,19 +192,17 @@ class PolicyForm(forms.Form):
     def to_policy_data(self) -> dict[str, Any]:
         data = self.cleaned_data
         source: dict[str, Any] | None = None
-        if data["connector"] == "manual":
-            source = {"connector": "manual"}
-        elif data["connector"] == "http_json":
-            source = {
-                "connector": "http_json",
-                "url_template": data["url_template"],
-                "value_pointer": data["value_pointer"],
-                "revision_pointer": data["revision_pointer"],
-                "timeout_seconds": data["timeout_seconds"] if data["timeout_seconds"] is not None else 5,
-            }
-            if data["auth_header"] or data["auth_secret_env"]:
-                source["auth_header"] = data["auth_header"]
-                source["auth_secret_env"] = data["auth_secret_env"]
+        connector = CONNECTORS.get(data["connector"]) if data["connector"] else None
+        if connector is not None:
+            source = {"connector": connector.name}
+            optional: dict[str, Any] = {}
+            for f in connector.settings_fields:
+                value = data.get(f.key)
+                if value is None or value == "":
+                    value = f.default if f.default is not None else ("" if f.kind == "text" else None)
+                (optional if f.optional else source)[f.key] = value
+            if any(v not in (None, "") for v in optional.values()):
+                source.update(optional)  # given together, so the connector can say what is missing
         if source is not None and data["reporters"]:
             source["reporters"] = data["reporters"]
         return {
@@ -217,8 +229,7 @@ class PolicyForm(forms.Form):
             "authorized_issuers": ", ".join(policy.authorized_issuers),
             "canonical_ref_prefix": policy.canonical_ref_prefix,
             "connector": source.get("connector", ""),
-            **{k: source.get(k, "") for k in SOURCE_TEXT_KEYS},
-            "timeout_seconds": source.get("timeout_seconds"),
+            **{f.key: source.get(f.key, "" if f.kind == "text" else None) for f in _setting_fields().values()},
             "reporters": ", ".join(source.get("reporters") or []),
             "recheck_interval": duration_iso_string(policy.recheck_interval) if policy.recheck_interval else "",
             "recheck_before_action": policy.recheck_before_action,
@@ -228,7 +239,20 @@ class PolicyForm(forms.Form):
         }
 
 
-SOURCE_TEXT_KEYS = ("url_template", "value_pointer", "revision_pointer", "auth_header", "auth_secret_env")
+def _setting_fields() -> dict[str, SettingField]:
+    """Every connector's settings by key, in registry order (connectors sharing a key share its field)."""
+    fields: dict[str, SettingField] = {}
+    for connector in CONNECTORS.values():
+        for f in connector.settings_fields:
+            fields.setdefault(f.key, f)
+    return fields
+
+
+def _setting_form_field(setting: SettingField) -> forms.Field:
+    label = setting.label or None
+    if setting.kind == "seconds":
+        return forms.FloatField(required=False, min_value=0.1, max_value=60, label=label)
+    return forms.CharField(required=False, max_length=setting.max_length, label=label)
 
 
 class SourceTestForm(forms.Form):

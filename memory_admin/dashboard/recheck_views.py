@@ -16,19 +16,19 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from memory_admin.dashboard.forms import ManualVerifyForm, PolicyForm, SourceTestForm
-from memory_admin.dashboard.views import _back, _confirmed, _fact_url, _principal, _safe_next, member_required
+from memory_admin.dashboard.helpers import confirmed, fact_url, member_required, principal_of, redirect_back, safe_next
 from memory_admin.memory import actions, rechecks
 from memory_admin.memory.errors import DomainError, Forbidden
 from memory_admin.memory.models import FieldPolicy, MemoryRecord, RecheckAttempt
 from memory_admin.memory.policies import delete_field_policy, policy_for, save_field_policy
 
-Outcome = RecheckAttempt.Outcome
-OUTCOME_WORDS = {
-    Outcome.VERIFIED_UNCHANGED: "verified, unchanged",
-    Outcome.VERIFIED_CHANGED: "verified, changed: the new value is now current",
-    Outcome.SOURCE_UNAVAILABLE: "the canonical source could not be reached",
-    Outcome.SOURCE_AMBIGUOUS: "the canonical source's answer was ambiguous",
-    Outcome.NOT_CHECKED: "not checked",
+Result = RecheckAttempt.Result
+RESULT_WORDS = {
+    Result.VERIFIED_UNCHANGED: "verified, unchanged",
+    Result.VERIFIED_CHANGED: "verified, changed: the new value is now current",
+    Result.SOURCE_UNAVAILABLE: "the canonical source could not be reached",
+    Result.SOURCE_AMBIGUOUS: "the canonical source's answer was ambiguous",
+    Result.NOT_CHECKED: "not checked",
 }
 
 
@@ -38,13 +38,13 @@ TEST_FORM_IDS = "test_%s"
 
 
 def _require_admin(request: HttpRequest) -> None:
-    if not _principal(request).has_role("admin"):
+    if not principal_of(request).has_role("admin"):
         raise Forbidden("Only admins manage field policies.")
 
 
 def _policy(request: HttpRequest, policy_id: int) -> FieldPolicy:
     policy = (
-        FieldPolicy.objects.filter(tenant_id=_principal(request).tenant_id, pk=policy_id)
+        FieldPolicy.objects.filter(tenant_id=principal_of(request).tenant_id, pk=policy_id)
         .select_related("project")
         .first()
     )
@@ -55,7 +55,7 @@ def _policy(request: HttpRequest, policy_id: int) -> FieldPolicy:
 
 @member_required
 def policy_list(request: HttpRequest) -> HttpResponse:
-    principal = _principal(request)
+    principal = principal_of(request)
     # Compliance staff read everything (policies included) and change nothing.
     if not principal.has_role("admin", "compliance"):
         raise Forbidden("Only admins manage field policies.")
@@ -75,16 +75,16 @@ def policy_edit(request: HttpRequest, policy_id: int | None = None) -> HttpRespo
         form = PolicyForm(request.POST)
         if form.is_valid():
             try:
-                saved = save_field_policy(_principal(request), form.to_policy_data(), instance=policy)
+                saved = save_field_policy(principal_of(request), form.to_policy_data(), instance=policy)
             except DomainError as exc:
                 for field, problems in (exc.extra.get("errors") or {"__all__": [exc.detail]}).items():
                     form.add_error(None if field not in form.fields else field, " ".join(problems))
             else:
                 messages.success(request, f"Policy for {saved.predicate} saved.")
-                return _back(request, reverse("dashboard:policy", args=[saved.pk]))
+                return redirect_back(request, reverse("dashboard:policy", args=[saved.pk]))
         status = 400
     else:
-        form = PolicyForm(initial=PolicyForm.initial_for(policy) if policy else {"timeout_seconds": 5})
+        form = PolicyForm(initial=PolicyForm.initial_for(policy) if policy else PolicyForm.initial_for_new())
         status = 200
     context = {"form": form, "policy": policy, "test_form": SourceTestForm(auto_id=TEST_FORM_IDS)}
     return render(request, "dashboard/policy_edit.html", context, status=status)
@@ -96,22 +96,25 @@ def policy_delete(request: HttpRequest, policy_id: int) -> HttpResponse:
     """Delete a field policy after a confirmation page (no JavaScript needed)."""
     _require_admin(request)
     policy = _policy(request, policy_id)
-    if not _confirmed(request):
+    if not confirmed(request):
         context = {
             "title": f"Delete the policy for {policy.predicate}",
             "explanation": "The field loses its canonical source, authorized issuers and recheck policy: any writer's "
             "value is taken and nothing is rechecked until a new policy is saved. The deletion is audited.",
-            "details": [("Field", policy.predicate), ("Project", policy.project.key if policy.project else "every project"),
-                        ("Canonical source", (policy.canonical_source or {}).get("connector", "none")),
-                        ("Authorized issuers", ", ".join(policy.authorized_issuers) or "any writer")],
+            "details": [
+                ("Field", policy.predicate),
+                ("Project", policy.project.key if policy.project else "every project"),
+                ("Canonical source", (policy.canonical_source or {}).get("connector", "none")),
+                ("Authorized issuers", ", ".join(policy.authorized_issuers) or "any writer"),
+            ],
             "action": reverse("dashboard:policy_delete", args=[policy.pk]),
             "button": "Confirm: delete policy",
-            "next": _safe_next(request, reverse("dashboard:policy", args=[policy.pk])),
-        }  # fmt: skip
+            "next": safe_next(request, reverse("dashboard:policy", args=[policy.pk])),
+        }
         return render(request, "dashboard/confirm.html", context)
-    delete_field_policy(_principal(request), policy)
+    delete_field_policy(principal_of(request), policy)
     messages.success(request, f"Policy for {policy.predicate} deleted.")
-    return _back(request, reverse("dashboard:policies"))
+    return redirect_back(request, reverse("dashboard:policies"))
 
 
 @member_required
@@ -124,13 +127,17 @@ def policy_test(request: HttpRequest, policy_id: int) -> HttpResponse:
     result: dict[str, Any] | None = None
     if form.is_valid():
         result = rechecks.test_source(policy, form.cleaned_data["subject_id"], form.cleaned_data["project_id"] or None)
-        result["words"] = OUTCOME_WORDS.get(result["outcome"], result["detail"])
+        result["words"] = RESULT_WORDS.get(result["outcome"], result["detail"])
         for key in ("observed_value", "current_value"):
             if key in result:
                 result[key] = json.dumps(result[key], ensure_ascii=False)
     template = "dashboard/policy_edit.html#test" if request.headers.get("HX-Request") else "dashboard/policy_edit.html"
-    context = {"form": PolicyForm(initial=PolicyForm.initial_for(policy)), "policy": policy, "test_form": form,
-               "test_result": result}  # fmt: skip
+    context = {
+        "form": PolicyForm(initial=PolicyForm.initial_for(policy)),
+        "policy": policy,
+        "test_form": form,
+        "test_result": result,
+    }
     return render(request, template, context, status=200 if form.is_valid() else 400)
 
 
@@ -144,10 +151,10 @@ class QueueRow:
 @member_required
 def recheck_queue(request: HttpRequest) -> HttpResponse:
     """Records past `recheck_after` or flagged for a person, by risk then age (or by age alone)."""
-    principal = _principal(request)
+    principal = principal_of(request)
     now = timezone.now()
     records = list(
-        MemoryRecord.objects.for_tenant(principal.tenant_id)  # type: ignore[arg-type]
+        MemoryRecord.objects.for_tenant(principal.tenant_pk)
         .filter(status=MemoryRecord.Status.ACCEPTED, is_head=True)
         .filter(Q(recheck_after__lte=now) | ~Q(attention=""))
         .select_related("project")
@@ -163,9 +170,12 @@ def recheck_queue(request: HttpRequest) -> HttpResponse:
     for record in records:
         policy = policies.get((record.project.key, record.predicate)) or policies.get((None, record.predicate))
         rows.append(
-            QueueRow(record=record, risk=policy.risk if policy else FieldPolicy.Risk.LOW,
-                     fetchable=rechecks.can_fetch(policy))
-        )  # fmt: skip
+            QueueRow(
+                record=record,
+                risk=policy.risk if policy else FieldPolicy.Risk.LOW,
+                fetchable=rechecks.can_fetch(policy),
+            )
+        )
     sort = request.GET.get("sort", "risk")
     if sort == "age":
         rows.sort(key=lambda row: row.record.recheck_after or now)
@@ -178,63 +188,70 @@ def recheck_queue(request: HttpRequest) -> HttpResponse:
 @require_POST
 def recheck(request: HttpRequest, memory_id: str) -> HttpResponse:
     """ "Recheck now": fetch from the canonical source synchronously, bounded by its timeout."""
-    principal = _principal(request)
+    principal = principal_of(request)
     if not principal.can_curate:
         raise Forbidden("Only owners and admins start rechecks.")
     record = actions.get_record(principal, memory_id)
     if record.status != MemoryRecord.Status.ACCEPTED or not record.is_head:
         messages.error(request, f"Only the current record can be rechecked; this one is {record.status}.")
-        return _back(request, _fact_url(record))
+        return redirect_back(request, fact_url(record))
     if not rechecks.can_fetch(policy_for(record.tenant_id, record.project.key, record.predicate)):
         messages.error(request, "This field has no canonical source the server can fetch; nothing was rechecked.")
-        return _back(request, _fact_url(record))
+        return redirect_back(request, fact_url(record))
     attempt = rechecks.recheck_now(record, trigger=RecheckAttempt.Trigger.DASHBOARD, reporter=principal)
-    words = OUTCOME_WORDS[Outcome(attempt.outcome)]
+    words = RESULT_WORDS[Result(attempt.outcome)]
     if attempt.verified:
         messages.success(request, f"Recheck of {memory_id}: {words}.")
     else:
         messages.error(request, f"Recheck of {memory_id}: {words}. {attempt.error}")
-    return _back(request, _fact_url(record))
+    return redirect_back(request, fact_url(record))
 
 
 @member_required
 @require_POST
 def manual_verify(request: HttpRequest, memory_id: str) -> HttpResponse:
     """A person verifies a manual field: still true, changed to a new value, or cannot tell."""
-    principal = _principal(request)
+    principal = principal_of(request)
     record = actions.get_record(principal, memory_id)
     form = ManualVerifyForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Choose still true, changed, or cannot tell.")
-        return _back(request, _fact_url(record))
+        return redirect_back(request, fact_url(record))
     verdict = form.cleaned_data["verdict"]
     observed: Any = None
     if verdict == "changed":
         text = form.cleaned_data["new_value"].strip()
         if not text:
             messages.error(request, "Give the new value. Nothing was changed.")
-            return _back(request, _fact_url(record))
+            return redirect_back(request, fact_url(record))
         try:
             observed = json.loads(text)
         except ValueError:
             observed = text  # plain text values need no quotes
-    outcome = {"still_true": Outcome.VERIFIED_UNCHANGED, "changed": Outcome.VERIFIED_CHANGED,
-               "cannot_tell": Outcome.SOURCE_AMBIGUOUS}[verdict]  # fmt: skip
+    outcome = {
+        "still_true": Result.VERIFIED_UNCHANGED,
+        "changed": Result.VERIFIED_CHANGED,
+        "cannot_tell": Result.SOURCE_AMBIGUOUS,
+    }[verdict]
     policy = policy_for(record.tenant_id, record.project.key, record.predicate)
     if not (policy and policy.canonical_source and policy.canonical_source.get("connector") == "manual"):
         messages.error(request, "This field is not verified manually; use Recheck now.")
-        return _back(request, _fact_url(record))
+        return redirect_back(request, fact_url(record))
     try:
         attempt = rechecks.report_recheck(
-            principal, record, outcome=outcome, observed_value=observed if verdict == "changed" else None,
+            principal,
+            record,
+            outcome=outcome,
+            observed_value=observed if verdict == "changed" else None,
             source_revision=form.cleaned_data["source_revision"] or timezone.now().isoformat(),
-            error=form.cleaned_data["note"] if verdict == "cannot_tell" else "", trigger=RecheckAttempt.Trigger.MANUAL,
-        )  # fmt: skip
+            error=form.cleaned_data["note"] if verdict == "cannot_tell" else "",
+            trigger=RecheckAttempt.Trigger.MANUAL,
+        )
     except Forbidden as exc:
         messages.error(request, f"Not recorded: {exc.detail}")
-        return _back(request, _fact_url(record))
+        return redirect_back(request, fact_url(record))
     except DomainError as exc:
         messages.error(request, f"Not recorded: {exc.detail}")
-        return _back(request, _fact_url(record))
-    messages.success(request, f"Recorded: {OUTCOME_WORDS[Outcome(attempt.outcome)]}.")
-    return _back(request, _fact_url(record))
+        return redirect_back(request, fact_url(record))
+    messages.success(request, f"Recorded: {RESULT_WORDS[Result(attempt.outcome)]}.")
+    return redirect_back(request, fact_url(record))

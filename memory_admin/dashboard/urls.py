@@ -29,6 +29,7 @@ urlpatterns = [
     path("deletions/<str:public_id>/", deletion_views.request_detail, name="deletion"),
     path("deletions/<str:public_id>/report/", deletion_views.request_report, name="deletion_report"),
     path("deletions/<str:public_id>/<str:verb>/", deletion_views.request_action, name="deletion_action"),
+    path("tombstones/<int:tombstone_id>/lift/", deletion_views.tombstone_lift, name="tombstone_lift"),
     path("exports/", deletion_views.exports, name="exports"),
     path("exports/<int:export_id>/download/", deletion_views.export_download, name="export_download"),
     path("retrieval/", derived_views.retrieval, name="retrieval"),

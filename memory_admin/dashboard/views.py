@@ -8,19 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
-from functools import wraps
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.db import transaction
 from django.db.models import Count, Q, TextField
 from django.db.models.functions import Cast
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
 from deletion import tombstones
@@ -35,6 +32,17 @@ from memory_admin.dashboard.forms import (
     RecordFilterForm,
     ResolveForm,
 )
+from memory_admin.dashboard.helpers import (
+    PAGE_SIZE,
+    confirmed,
+    fact_url,
+    keyset_page,
+    member_required,
+    partial,
+    principal_of,
+    redirect_back,
+    safe_next,
+)
 from memory_admin.derived.dependants import dependants_of
 from memory_admin.memory import actions, reads, rechecks, task_failures
 from memory_admin.memory.errors import DomainError, Forbidden, NotFound
@@ -42,7 +50,6 @@ from memory_admin.memory.models import AuditEvent, Dispute, MemoryRecord, Rechec
 from memory_admin.memory.policies import policy_for
 
 Status = MemoryRecord.Status
-PAGE_SIZE = 50
 # Audit events are shown by the time they happened (`at`, which a domain action may set to its own `now`),
 # not by insertion; the id breaks ties. The audit page's keyset cursor follows the same order.
 AUDIT_ORDER = ("-at", "-id")
@@ -50,57 +57,18 @@ AUDIT_ORDER = ("-at", "-id")
 # The four operations of PRODUCT.md rule 2, each with when it fits.
 OPERATIONS = [
     ("exclude", "Exclude from context", "The record is wrong or must not reach an agent, but is kept for the record."),
-    ("expire", "Expire, keep as history", "The fact stopped holding and nothing replaces it; history still answers as-of questions."),
-    ("recheck", "Recheck now", "The value may have changed at its canonical source; fetch it again and keep what it says."),
+    (
+        "expire",
+        "Expire, keep as history",
+        "The fact stopped holding and nothing replaces it; history still answers as-of questions.",
+    ),
+    (
+        "recheck",
+        "Recheck now",
+        "The value may have changed at its canonical source; fetch it again and keep what it says.",
+    ),
     ("delete", "Request deletion", "The content must not be kept at all, in any store; compliance staff file it."),
-]  # fmt: skip
-
-
-def member_required(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
-    """Signed in and in a tenant; domain errors become a page status and message, never a 500."""
-
-    @login_required
-    @wraps(view)
-    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-        if not getattr(request.user, "tenant_id", None):
-            raise Http404("No tenant")
-        try:
-            return view(request, *args, **kwargs)
-        except NotFound as exc:
-            raise Http404(exc.detail) from None
-        except Forbidden as exc:
-            return render(request, "dashboard/refused.html", {"detail": exc.detail}, status=403)
-
-    return wrapper
-
-
-def _principal(request: HttpRequest) -> Principal:
-    return request.user  # type: ignore[return-value]
-
-
-def _partial(request: HttpRequest, template: str, name: str) -> str:
-    """The whole page, or only its fragment for an htmx request that targets it."""
-    return f"{template}#{name}" if request.headers.get("HX-Request") else template
-
-
-def _safe_next(request: HttpRequest, fallback: str) -> str:
-    """The posted `next` when it is a path on this site, else `fallback`: it ends up in redirects and in
-    links (confirmation pages), so a `javascript:` URL or another host must never pass."""
-    target = request.POST.get("next") or ""
-    if target.startswith("/") and url_has_allowed_host_and_scheme(
-        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
-    ):
-        return target
-    return fallback
-
-
-def _back(request: HttpRequest, fallback: str) -> HttpResponseRedirect:
-    return HttpResponseRedirect(_safe_next(request, fallback))
-
-
-def _confirmed(request: HttpRequest) -> bool:
-    """A change that needs a second, deliberate POST (a confirmation page, no JavaScript needed)."""
-    return request.POST.get("confirm") == "yes"
+]
 
 
 # --- Overview ---------------------------------------------------------------------------------
@@ -108,19 +76,23 @@ def _confirmed(request: HttpRequest) -> bool:
 
 @member_required
 def overview(request: HttpRequest) -> HttpResponse:
-    principal = _principal(request)
+    principal = principal_of(request)
     now = timezone.now()
-    records = MemoryRecord.objects.for_tenant(principal.tenant_id)  # type: ignore[arg-type]
+    records = MemoryRecord.objects.for_tenant(principal.tenant_pk)
     by_status = dict(records.values_list("status").annotate(n=Count("id")).order_by())
     accepted = records.filter(status=Status.ACCEPTED)
     buckets = accepted.aggregate(
         day=Count("id", filter=Q(last_verified_at__gte=now - timedelta(days=1))),
-        week=Count("id", filter=Q(last_verified_at__lt=now - timedelta(days=1), last_verified_at__gte=now - timedelta(days=7))),
-        month=Count("id", filter=Q(last_verified_at__lt=now - timedelta(days=7), last_verified_at__gte=now - timedelta(days=30))),
+        week=Count(
+            "id", filter=Q(last_verified_at__lt=now - timedelta(days=1), last_verified_at__gte=now - timedelta(days=7))
+        ),
+        month=Count(
+            "id", filter=Q(last_verified_at__lt=now - timedelta(days=7), last_verified_at__gte=now - timedelta(days=30))
+        ),
         older=Count("id", filter=Q(last_verified_at__lt=now - timedelta(days=30))),
         never=Count("id", filter=Q(last_verified_at__isnull=True)),
         overdue=Count("id", filter=Q(recheck_after__lte=now)),
-    )  # fmt: skip
+    )
     chart = [
         ("verified < 1 day ago", buckets["day"]),
         ("1-7 days", buckets["week"]),
@@ -142,9 +114,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         "recent": AuditEvent.objects.filter(tenant_id=principal.tenant_id).order_by(*AUDIT_ORDER)[:12],
         # Rows a background task had to skip: owners and admins fix or exclude them.
         "task_failures": (
-            task_failures.recent_failures(principal.tenant_id)[:20]  # type: ignore[arg-type]
-            if principal.has_role("owner", "admin")
-            else []
+            task_failures.recent_failures(principal.tenant_pk)[:20] if principal.has_role("owner", "admin") else []
         ),
     }
     return render(request, "dashboard/overview.html", context)
@@ -154,7 +124,7 @@ def overview(request: HttpRequest) -> HttpResponse:
 
 
 def _filtered_records(principal: Principal, data: dict[str, Any]) -> Any:
-    records = MemoryRecord.objects.for_tenant(principal.tenant_id)  # type: ignore[arg-type]
+    records = MemoryRecord.objects.for_tenant(principal.tenant_pk)
     status = data.get("status") or Status.ACCEPTED
     if status != "all":
         records = records.filter(status=status)
@@ -186,20 +156,16 @@ def _filtered_records(principal: Principal, data: dict[str, Any]) -> Any:
 
 @member_required
 def record_list(request: HttpRequest) -> HttpResponse:
-    principal = _principal(request)
+    principal = principal_of(request)
     form = RecordFilterForm(request.GET)
     rows: list[MemoryRecord] = []
     next_after = None
     if form.is_valid():
         data = form.cleaned_data
-        size = data.get("size") or PAGE_SIZE
         records = _filtered_records(principal, data).select_related("project", "issuer")
-        if data.get("after"):
-            records = records.filter(id__lt=data["after"])
-        rows = list(records.order_by("-id")[: size + 1])
-        if len(rows) > size:
-            rows = rows[:size]
-            next_after = rows[-1].pk
+        after = Q(id__lt=data["after"]) if data.get("after") else None
+        rows, last = keyset_page(records, order=("-id",), after=after, size=data.get("size") or PAGE_SIZE)
+        next_after = last.pk if last else None
     context = {
         "form": form,
         "rows": rows,
@@ -207,27 +173,25 @@ def record_list(request: HttpRequest) -> HttpResponse:
         "status_view": form.cleaned_data.get("status") if form.is_valid() else "accepted",
         "can_curate": principal.can_curate,
     }
-    return render(request, _partial(request, "dashboard/records.html", "table"), context)
+    return render(request, partial(request, "dashboard/records.html", "table"), context)
 
 
 @member_required
 @require_POST
 def bulk_records(request: HttpRequest) -> HttpResponse:
     """Exclude or expire several records: confirm first, then apply all or none."""
-    principal = _principal(request)
+    principal = principal_of(request)
     if not principal.can_curate:
         raise Forbidden("Only owners and admins may exclude or expire records.")
     form = BulkForm(request.POST)
     ids = [i for i in request.POST.getlist("ids") if i]
-    back = _safe_next(request, reverse("dashboard:records"))
+    back = safe_next(request, reverse("dashboard:records"))
     if not ids or not form.is_valid():
         messages.error(request, "Select at least one record and an operation.")
-        return _back(request, back)
+        return redirect_back(request, back)
     operation = form.cleaned_data["operation"]
     records = list(
-        MemoryRecord.objects.for_tenant(principal.tenant_id)  # type: ignore[arg-type]
-        .filter(memory_id__in=ids)
-        .select_related("project")
+        MemoryRecord.objects.for_tenant(principal.tenant_pk).filter(memory_id__in=ids).select_related("project")
     )
     if len(records) != len(set(ids)):
         raise Http404("Some selected records do not exist.")
@@ -235,8 +199,13 @@ def bulk_records(request: HttpRequest) -> HttpResponse:
     if not form.cleaned_data["confirm"] or not reason:
         if form.cleaned_data["confirm"]:
             messages.error(request, "Give a reason; it is audited.")
-        context = {"records": records, "operation": operation, "reason": reason, "next": back,
-                   "label": dict(form.fields["operation"].choices)[operation]}  # type: ignore[attr-defined]  # fmt: skip
+        context = {
+            "records": records,
+            "operation": operation,
+            "reason": reason,
+            "next": back,
+            "label": dict(form.fields["operation"].choices)[operation],  # type: ignore[attr-defined]
+        }
         return render(
             request, "dashboard/bulk_confirm.html", context, status=200 if not form.cleaned_data["confirm"] else 400
         )
@@ -247,27 +216,24 @@ def bulk_records(request: HttpRequest) -> HttpResponse:
                 apply(principal, record.memory_id, reason)
     except DomainError as exc:
         messages.error(request, f"Nothing was changed: {exc.detail}")
-        return _back(request, back)
+        return redirect_back(request, back)
     messages.success(request, f"{len(records)} record(s): {operation} applied.")
-    return _back(request, back)
+    return redirect_back(request, back)
 
 
 # --- One fact through time --------------------------------------------------------------------
 
 
-def _fact_url(record: MemoryRecord) -> str:
-    query = urlencode({"project": record.project.key, "subject": record.subject_id, "predicate": record.predicate})
-    return f"{reverse('dashboard:fact')}?{query}"
-
-
 def _tombstone_page(request: HttpRequest, stones: list[Tombstone], asked: str) -> HttpResponse:
     """What was deleted, when and by which request; never the content (a tombstone holds none). 410 Gone."""
-    principal = _principal(request)
+    principal = principal_of(request)
     context = {
         "asked": asked,
         "stones": stones,
         "requests": list({s.request_public_id: s.request for s in stones}.items()),
         "can_follow": principal.has_role("compliance", "owner", "admin"),
+        "can_lift": principal.has_role("owner"),
+        "here": request.get_full_path(),
     }
     return render(request, "dashboard/tombstone.html", context, status=410)
 
@@ -282,7 +248,7 @@ def _record_stones(principal: Principal, memory_id: str) -> list[Tombstone]:
 
 @member_required
 def record_detail(request: HttpRequest, memory_id: str) -> HttpResponse:
-    principal = _principal(request)
+    principal = principal_of(request)
     try:
         record = actions.get_record(principal, memory_id)
     except NotFound:
@@ -291,18 +257,18 @@ def record_detail(request: HttpRequest, memory_id: str) -> HttpResponse:
         if stones:
             return _tombstone_page(request, stones, memory_id)
         raise
-    return HttpResponseRedirect(_fact_url(record) + f"#{memory_id}")
+    return HttpResponseRedirect(fact_url(record) + f"#{memory_id}")
 
 
 @member_required
 def fact(request: HttpRequest) -> HttpResponse:
-    principal = _principal(request)
+    principal = principal_of(request)
     project, subject, predicate = (request.GET.get(k, "").strip() for k in ("project", "subject", "predicate"))
     if not (project and subject and predicate):
         raise Http404("Name a project, subject and predicate.")
     chain = reads.history(principal, project, subject, predicate)
     if not chain:
-        scope = tombstones.fact_scope(principal.tenant_id, project, subject, predicate)  # type: ignore[arg-type]
+        scope = tombstones.fact_scope(principal.tenant_pk, project, subject, predicate)
         stones = list(
             Tombstone.objects.filter(tenant_id=principal.tenant_id, kind=Tombstone.Kind.RECORD, scope_hash=scope)
             .select_related("request__project")
@@ -326,7 +292,7 @@ def fact(request: HttpRequest) -> HttpResponse:
     except DomainError:
         view = None
     memory_ids = [r.memory_id for r in chain]
-    policy = policy_for(principal.tenant_id, project, predicate)  # type: ignore[arg-type]
+    policy = policy_for(principal.tenant_pk, project, predicate)
     head = next((r for r in chain if r.is_head), chain[-1])
     context = {
         "project": project,
@@ -361,27 +327,32 @@ def fact(request: HttpRequest) -> HttpResponse:
         "can_curate": principal.can_curate,
         "here": request.get_full_path(),
     }
-    return render(request, _partial(request, "dashboard/fact.html", "asof"), context)
+    return render(request, partial(request, "dashboard/fact.html", "asof"), context)
 
 
 # What each single-record operation does, for its confirmation page.
 CONFIRM_WORDS = {
-    "exclude": ("Exclude from context", "The record is kept, but never handed to an agent again; agents holding a "
-                "copy get a notice."),
-    "expire": ("Expire, keep as history", "The record stops being valid now and stays as history for as-of "
-               "questions; copies built on it are suspended or marked stale."),
-}  # fmt: skip
+    "exclude": (
+        "Exclude from context",
+        "The record is kept, but never handed to an agent again; agents holding a copy get a notice.",
+    ),
+    "expire": (
+        "Expire, keep as history",
+        "The record stops being valid now and stays as history for as-of "
+        "questions; copies built on it are suspended or marked stale.",
+    ),
+}
 
 
 def _record_operation(request: HttpRequest, memory_id: str, operation: str, done: str) -> HttpResponse:
     """Exclude or expire one record: a confirmation page first (no JavaScript needed), then the change."""
-    principal = _principal(request)
+    principal = principal_of(request)
     record = actions.get_record(principal, memory_id)
     if not principal.can_curate:
         raise Forbidden("Only owners and admins exclude or expire records.")
     form = ReasonForm(request.POST)
-    back = _safe_next(request, _fact_url(record))
-    if not _confirmed(request) or not form.is_valid():
+    back = safe_next(request, fact_url(record))
+    if not confirmed(request) or not form.is_valid():
         if not form.is_valid():
             messages.error(request, "Give a reason; it is audited. Nothing was changed.")
         label, explanation = CONFIRM_WORDS[operation]
@@ -395,7 +366,7 @@ def _record_operation(request: HttpRequest, memory_id: str, operation: str, done
             "button": f"Confirm: {label.lower()}",
             "next": back,
         }
-        status = 400 if _confirmed(request) else 200
+        status = 400 if confirmed(request) else 200
         return render(request, "dashboard/confirm.html", context, status=status)
     apply: Callable[[Principal, str, str], MemoryRecord] = (
         actions.exclude_record if operation == "exclude" else actions.expire_record
@@ -406,9 +377,9 @@ def _record_operation(request: HttpRequest, memory_id: str, operation: str, done
         raise
     except DomainError as exc:
         messages.error(request, f"Nothing was changed: {exc.detail}")
-        return _back(request, _fact_url(record))
+        return redirect_back(request, fact_url(record))
     messages.success(request, f"{memory_id} {done}.")
-    return _back(request, _fact_url(record))
+    return redirect_back(request, fact_url(record))
 
 
 @member_required
@@ -428,7 +399,7 @@ def expire(request: HttpRequest, memory_id: str) -> HttpResponse:
 
 @member_required
 def dispute_list(request: HttpRequest) -> HttpResponse:
-    principal = _principal(request)
+    principal = principal_of(request)
     show = request.GET.get("status", "open")
     disputes = (
         Dispute.objects.filter(tenant_id=principal.tenant_id)
@@ -445,19 +416,22 @@ def dispute_list(request: HttpRequest) -> HttpResponse:
 @member_required
 @require_POST
 def resolve(request: HttpRequest, dispute_id: str) -> HttpResponse:
-    principal = _principal(request)
+    principal = principal_of(request)
     dispute = actions.get_dispute(principal, dispute_id)
     form = ResolveForm(request.POST)
     back = reverse("dashboard:disputes") + f"#{dispute.public_id}"
     if not form.is_valid():
         messages.error(request, "Give a reason; it is audited. The dispute is still open.")
-        return _back(request, back)
+        return redirect_back(request, back)
     winner = form.cleaned_data["winner"]
     try:
         actions.resolve_dispute(
-            principal, dispute_id, winner=None if winner == "__exclude_all__" else (winner or None),
-            exclude_all=winner == "__exclude_all__", reason=form.cleaned_data["reason"],
-        )  # fmt: skip
+            principal,
+            dispute_id,
+            winner=None if winner == "__exclude_all__" else (winner or None),
+            exclude_all=winner == "__exclude_all__",
+            reason=form.cleaned_data["reason"],
+        )
     except (NotFound, Forbidden):
         raise
     except DomainError as exc:
@@ -465,9 +439,9 @@ def resolve(request: HttpRequest, dispute_id: str) -> HttpResponse:
         if exc.extra.get("errors"):
             detail = " ".join(m for msgs in exc.extra["errors"].values() for m in msgs)
         messages.error(request, f"The dispute is still open: {detail}")
-        return _back(request, back)
+        return redirect_back(request, back)
     messages.success(request, f"Dispute {dispute_id} resolved.")
-    return _back(request, back)
+    return redirect_back(request, back)
 
 
 # --- Audit log --------------------------------------------------------------------------------
@@ -475,7 +449,7 @@ def resolve(request: HttpRequest, dispute_id: str) -> HttpResponse:
 
 @member_required
 def audit_log(request: HttpRequest) -> HttpResponse:
-    principal = _principal(request)
+    principal = principal_of(request)
     form = AuditFilterForm(request.GET)
     events: list[AuditEvent] = []
     next_after = None
@@ -492,15 +466,15 @@ def audit_log(request: HttpRequest) -> HttpResponse:
             qs = qs.filter(at__gte=data["since"])
         if data["until"]:
             qs = qs.filter(at__lte=data["until"])
+        after = None
         if data["after"]:
             # Keyset on (at, id): `at <= cursor` bounds an index range scan, the OR only trims its edge.
             moment, row = data["after"]
-            qs = qs.filter(at__lte=moment).filter(Q(at__lt=moment) | Q(id__lt=row))
-        events = list(qs.order_by(*AUDIT_ORDER)[: PAGE_SIZE + 1])
-        if len(events) > PAGE_SIZE:
-            events = events[:PAGE_SIZE]
-            next_after = AuditCursorField.encode(events[-1].at, events[-1].pk)
+            after = Q(at__lte=moment) & (Q(at__lt=moment) | Q(id__lt=row))
+        events, last = keyset_page(qs, order=AUDIT_ORDER, after=after)
+        next_after = AuditCursorField.encode(last.at, last.pk) if last else None
     return render(
-        request, _partial(request, "dashboard/audit.html", "table"),
+        request,
+        partial(request, "dashboard/audit.html", "table"),
         {"form": form, "events": events, "next_after": next_after},
-    )  # fmt: skip
+    )

@@ -5,24 +5,25 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from deletion import tombstones
-from memory_admin.accounts.models import Principal
+from memory_admin.accounts.models import principal_of
 from memory_admin.derived import lineage, search
 from memory_admin.derived.lineage import BaseRef
 from memory_admin.derived.models import ContextLoad, Event, EventSubject, Invalidation, ScheduledAction, Summary
 from memory_admin.memory import validation
-from memory_admin.memory.api.serializers import AwareDateTimeField, DerivedFromSerializer, IdentifierField
+from memory_admin.memory.api.serializers import (
+    AwareDateTimeField,
+    DerivedFromSerializer,
+    IdentifierField,
+    IsoDateTimeField,
+)
 from memory_admin.memory.errors import Tombstoned
-
-
-def _principal(request: Request) -> Principal:
-    return request.user  # type: ignore[return-value]
 
 
 def _iso(moment: Any) -> str | None:
@@ -47,10 +48,33 @@ class EventSerializer(serializers.Serializer):
 
 def event_payload(event: Event) -> dict[str, Any]:
     return {
-        "id": event.public_id, "project_id": event.project.key, "session_id": event.session_id,
-        "actor": event.actor, "text": "" if event.redacted_at else event.text, "redacted": bool(event.redacted_at),
-        "occurred_at": _iso(event.occurred_at), "subject_ids": event.subject_ids, "recorded_at": _iso(event.recorded_at),
-    }  # fmt: skip
+        "id": event.public_id,
+        "project_id": event.project.key,
+        "session_id": event.session_id,
+        "actor": event.actor,
+        "text": "" if event.redacted_at else event.text,
+        "redacted": bool(event.redacted_at),
+        "occurred_at": _iso(event.occurred_at),
+        "subject_ids": event.subject_ids,
+        "recorded_at": _iso(event.recorded_at),
+    }
+
+
+class EventOutSerializer(serializers.Serializer):
+    """One event of the log store (rendered by event_payload); a redacted event shows no text."""
+
+    id = serializers.CharField()
+    project_id = serializers.CharField()
+    session_id = serializers.CharField()
+    actor = serializers.CharField()
+    text = serializers.CharField(allow_blank=True)
+    redacted = serializers.BooleanField()
+    occurred_at = IsoDateTimeField()
+    subject_ids = serializers.ListField(child=serializers.CharField())
+    recorded_at = IsoDateTimeField()
+
+    def to_representation(self, instance: Event) -> dict[str, Any]:
+        return event_payload(instance)
 
 
 class EventViewSet(viewsets.GenericViewSet):
@@ -58,15 +82,24 @@ class EventViewSet(viewsets.GenericViewSet):
 
     def get_queryset(self) -> QuerySet[Event]:
         return Event.objects.filter(
-            tenant_id=_principal(self.request).tenant_id, hidden_at__isnull=True
+            tenant_id=principal_of(self.request).tenant_id, hidden_at__isnull=True
         ).select_related("project")
 
+    @extend_schema(request=EventSerializer, responses={201: EventOutSerializer})
     def create(self, request: Request) -> Response:
         body = EventSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        event = lineage.log_event(_principal(request), **body.validated_data)
-        return Response(event_payload(event), status=status.HTTP_201_CREATED)
+        event = lineage.log_event(principal_of(request), **body.validated_data)
+        return Response(EventOutSerializer(event).data, status=status.HTTP_201_CREATED)
 
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("project_id", str),
+            OpenApiParameter("session_id", str),
+            OpenApiParameter("subject_id", str),
+        ],
+        responses=EventOutSerializer(many=True),
+    )
     def list(self, request: Request) -> Response:
         # Ids in the query string follow the same character set as in bodies (400 otherwise).
         validation.check_identifiers(
@@ -79,11 +112,11 @@ class EventViewSet(viewsets.GenericViewSet):
         if request.query_params.get("subject_id"):
             # Through the EventSubject index (JSON containment is PostgreSQL-only, and unindexed there).
             tagged = EventSubject.objects.filter(
-                tenant_id=_principal(request).tenant_id, subject_id=request.query_params["subject_id"]
+                tenant_id=principal_of(request).tenant_id, subject_id=request.query_params["subject_id"]
             )
             events = events.filter(pk__in=tagged.values("event_id"))
         page = self.paginate_queryset(events)
-        return self.get_paginated_response([event_payload(e) for e in page or []])
+        return self.get_paginated_response(EventOutSerializer(page or [], many=True).data)
 
 
 # --- Summaries --------------------------------------------------------------------------------
@@ -98,30 +131,59 @@ class SummaryInSerializer(serializers.Serializer):
 
 def summary_payload(summary: Summary) -> dict[str, Any]:
     return {
-        "id": summary.public_id, "project_id": summary.project.key, "kind": summary.kind, "text": summary.text,
-        "derived_from": summary.derived_from, "status": summary.status, "status_reason": summary.status_reason,
-        "status_changed_at": _iso(summary.status_changed_at), "created_at": _iso(summary.created_at),
+        "id": summary.public_id,
+        "project_id": summary.project.key,
+        "kind": summary.kind,
+        "text": summary.text,
+        "derived_from": summary.derived_from,
+        "status": summary.status,
+        "status_reason": summary.status_reason,
+        "status_changed_at": _iso(summary.status_changed_at),
+        "created_at": _iso(summary.created_at),
         "created_by": summary.created_by.name or summary.created_by.username,
         "replaces": summary.replaces.public_id if summary.replaces_id else None,  # type: ignore[union-attr]
-    }  # fmt: skip
+    }
+
+
+class SummaryOutSerializer(serializers.Serializer):
+    """One summary (rendered by summary_payload)."""
+
+    id = serializers.CharField()
+    project_id = serializers.CharField()
+    kind = serializers.CharField()
+    text = serializers.CharField(allow_blank=True)
+    derived_from = serializers.JSONField()
+    status = serializers.ChoiceField(choices=Summary.Status.choices)
+    status_reason = serializers.CharField(allow_blank=True)
+    status_changed_at = IsoDateTimeField(allow_null=True)
+    created_at = IsoDateTimeField()
+    created_by = serializers.CharField()
+    replaces = serializers.CharField(allow_null=True)
+
+    def to_representation(self, instance: Summary) -> dict[str, Any]:
+        return summary_payload(instance)
 
 
 class SummaryViewSet(viewsets.ViewSet):
     lookup_field = "summary_id"
 
-    @extend_schema(request=SummaryInSerializer)
+    @extend_schema(request=SummaryInSerializer, responses={201: SummaryOutSerializer})
     def create(self, request: Request) -> Response:
         body = SummaryInSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
         summary = lineage.create_summary(
-            _principal(request), project_id=data["project_id"], text=data["text"], kind=data["kind"],
+            principal_of(request),
+            project_id=data["project_id"],
+            text=data["text"],
+            kind=data["kind"],
             bases=_bases(data["derived_from"]),
-        )  # fmt: skip
-        return Response(summary_payload(summary), status=status.HTTP_201_CREATED)
+        )
+        return Response(SummaryOutSerializer(summary).data, status=status.HTTP_201_CREATED)
 
+    @extend_schema(responses=SummaryOutSerializer)
     def retrieve(self, request: Request, summary_id: str) -> Response:
-        return Response(summary_payload(lineage.get_summary(_principal(request), summary_id)))
+        return Response(SummaryOutSerializer(lineage.get_summary(principal_of(request), summary_id)).data)
 
 
 # --- Scheduled actions ------------------------------------------------------------------------
@@ -143,37 +205,68 @@ class ConfirmSerializer(serializers.Serializer):
 
 def action_payload(item: ScheduledAction) -> dict[str, Any]:
     return {
-        "id": item.public_id, "project_id": item.project.key, "kind": item.kind, "payload": item.payload,
-        "due_at": _iso(item.due_at), "derived_from": item.derived_from, "status": item.status,
-        "status_reason": item.status_reason, "status_changed_at": _iso(item.status_changed_at),
-        "agent_id": item.agent.name, "created_at": _iso(item.created_at),
-    }  # fmt: skip
+        "id": item.public_id,
+        "project_id": item.project.key,
+        "kind": item.kind,
+        "payload": item.payload,
+        "due_at": _iso(item.due_at),
+        "derived_from": item.derived_from,
+        "status": item.status,
+        "status_reason": item.status_reason,
+        "status_changed_at": _iso(item.status_changed_at),
+        "agent_id": item.agent.name,
+        "created_at": _iso(item.created_at),
+    }
+
+
+class ActionOutSerializer(serializers.Serializer):
+    """One scheduled action (rendered by action_payload)."""
+
+    id = serializers.CharField()
+    project_id = serializers.CharField()
+    kind = serializers.CharField()
+    payload = serializers.JSONField()
+    due_at = IsoDateTimeField()
+    derived_from = serializers.JSONField()
+    status = serializers.ChoiceField(choices=ScheduledAction.Status.choices)
+    status_reason = serializers.CharField(allow_blank=True)
+    status_changed_at = IsoDateTimeField(allow_null=True)
+    agent_id = serializers.CharField()
+    created_at = IsoDateTimeField()
+
+    def to_representation(self, instance: ScheduledAction) -> dict[str, Any]:
+        return action_payload(instance)
 
 
 class ScheduledActionViewSet(viewsets.ViewSet):
     lookup_field = "action_id"
 
-    @extend_schema(request=ActionInSerializer)
+    @extend_schema(request=ActionInSerializer, responses={201: ActionOutSerializer})
     def create(self, request: Request) -> Response:
         body = ActionInSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
         item = lineage.schedule_action(
-            _principal(request), project_id=data["project_id"], kind=data["kind"], payload=data["payload"],
-            due_at=data["due_at"], bases=_bases(data["derived_from"]),
-        )  # fmt: skip
-        return Response(action_payload(item), status=status.HTTP_201_CREATED)
+            principal_of(request),
+            project_id=data["project_id"],
+            kind=data["kind"],
+            payload=data["payload"],
+            due_at=data["due_at"],
+            bases=_bases(data["derived_from"]),
+        )
+        return Response(ActionOutSerializer(item).data, status=status.HTTP_201_CREATED)
 
+    @extend_schema(responses=ActionOutSerializer)
     def retrieve(self, request: Request, action_id: str) -> Response:
-        item = lineage.get_action(_principal(request), action_id)
+        item = lineage.get_action(principal_of(request), action_id)
         # Planned from memory a deletion covers: its payload carries the deleted values. Refused from the
         # acceptance on (stage 2, read from the tombstones), before the purge blanks it; like a summary.
         bases = [b.get("memory_id") or "" for b in item.derived_from if isinstance(b, dict)]
         if tombstones.tombstoned_memory_ids(item.tenant_id, bases):
             raise Tombstoned("This action was planned from deleted memory; it is withdrawn.")
-        return Response(action_payload(item))
+        return Response(ActionOutSerializer(item).data)
 
-    @extend_schema(request=ConfirmSerializer)
+    @extend_schema(request=ConfirmSerializer, responses=ActionOutSerializer)
     @action(detail=True, methods=["post"])
     def confirm(self, request: Request, action_id: str) -> Response:
         """Re-confirm a suspended action against the current values."""
@@ -181,10 +274,13 @@ class ScheduledActionViewSet(viewsets.ViewSet):
         body.is_valid(raise_exception=True)
         data = body.validated_data
         item = lineage.confirm_action(
-            _principal(request), action_id, bases=_bases(data["derived_from"]), due_at=data.get("due_at"),
+            principal_of(request),
+            action_id,
+            bases=_bases(data["derived_from"]),
+            due_at=data.get("due_at"),
             payload=data.get("payload"),
-        )  # fmt: skip
-        return Response(action_payload(item))
+        )
+        return Response(ActionOutSerializer(item).data)
 
 
 # --- Loaded contexts and their invalidation notices --------------------------------------------
@@ -200,40 +296,96 @@ class ContextLoadSerializer(serializers.Serializer):
 
 def context_payload(load: ContextLoad) -> dict[str, Any]:
     return {
-        "id": load.public_id, "agent_id": load.agent.name, "session_id": load.session_id,
-        "loaded_at": _iso(load.loaded_at), "expires_at": _iso(load.expires_at),
+        "id": load.public_id,
+        "agent_id": load.agent.name,
+        "session_id": load.session_id,
+        "loaded_at": _iso(load.loaded_at),
+        "expires_at": _iso(load.expires_at),
         "memories": [{"memory_id": i.record.memory_id, "revision": i.revision} for i in load.items.all()],
         "open_invalidations": [n.public_id for n in load.invalidations.all() if n.acknowledged_at is None],
-    }  # fmt: skip
+    }
 
 
 def invalidation_payload(notice: Invalidation) -> dict[str, Any]:
     return {
-        "id": notice.public_id, "memory_id": notice.memory_id, "revision": notice.revision,
-        "session_id": notice.load.session_id, "context_load_id": notice.load.public_id, "reason": notice.reason,
+        "id": notice.public_id,
+        "memory_id": notice.memory_id,
+        "revision": notice.revision,
+        "session_id": notice.load.session_id,
+        "context_load_id": notice.load.public_id,
+        "reason": notice.reason,
         "current_memory_id": notice.successor.memory_id if notice.successor_id else None,  # type: ignore[union-attr]
-        "created_at": _iso(notice.created_at), "acknowledged_at": _iso(notice.acknowledged_at),
-    }  # fmt: skip
+        "created_at": _iso(notice.created_at),
+        "acknowledged_at": _iso(notice.acknowledged_at),
+    }
+
+
+class LoadedMemorySerializer(serializers.Serializer):
+    memory_id = serializers.CharField()
+    revision = serializers.IntegerField()
+
+
+class ContextLoadOutSerializer(serializers.Serializer):
+    """One registered context load (rendered by context_payload)."""
+
+    id = serializers.CharField()
+    agent_id = serializers.CharField()
+    session_id = serializers.CharField()
+    loaded_at = IsoDateTimeField()
+    expires_at = IsoDateTimeField()
+    memories = LoadedMemorySerializer(many=True)
+    open_invalidations = serializers.ListField(child=serializers.CharField())
+
+    def to_representation(self, instance: ContextLoad) -> dict[str, Any]:
+        return context_payload(instance)
+
+
+class InvalidationOutSerializer(serializers.Serializer):
+    """One invalidation notice (rendered by invalidation_payload)."""
+
+    id = serializers.CharField()
+    memory_id = serializers.CharField()
+    revision = serializers.IntegerField()
+    session_id = serializers.CharField()
+    context_load_id = serializers.CharField()
+    reason = serializers.CharField(allow_blank=True)
+    current_memory_id = serializers.CharField(allow_null=True)
+    created_at = IsoDateTimeField()
+    acknowledged_at = IsoDateTimeField(allow_null=True)
+
+    def to_representation(self, instance: Invalidation) -> dict[str, Any]:
+        return invalidation_payload(instance)
+
+
+@extend_schema_serializer(many=False)  # one object, though served by a `list` route
+class InvalidationListSerializer(serializers.Serializer):
+    """Answer of `GET /agents/{agent_id}/invalidations/`: at most 500 notices, oldest first."""
+
+    agent_id = serializers.CharField()
+    results = InvalidationOutSerializer(many=True)
 
 
 class ContextLoadViewSet(viewsets.ViewSet):
-    @extend_schema(request=ContextLoadSerializer)
+    @extend_schema(request=ContextLoadSerializer, responses={201: ContextLoadOutSerializer})
     def create(self, request: Request) -> Response:
         body = ContextLoadSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        principal = _principal(request)
+        principal = principal_of(request)
         if data.get("agent_id") and data["agent_id"] != principal.name:
             return Response(
                 {"code": "forbidden", "detail": "An agent registers only its own loaded contexts."},
                 status=status.HTTP_403_FORBIDDEN,
             )
         load = lineage.register_context_load(
-            principal, session_id=data["session_id"], bases=_bases(data["memories"]), expires_at=data["expires_at"],
+            principal,
+            session_id=data["session_id"],
+            bases=_bases(data["memories"]),
+            expires_at=data["expires_at"],
             project_id=data.get("project_id"),
-        )  # fmt: skip
+        )
         load = ContextLoad.objects.prefetch_related("items__record", "invalidations").get(pk=load.pk)
-        return Response(context_payload(load), status=status.HTTP_201_CREATED)
+        return Response(ContextLoadOutSerializer(load).data, status=status.HTTP_201_CREATED)
 
 
 class InvalidationViewSet(viewsets.ViewSet):
@@ -241,15 +393,20 @@ class InvalidationViewSet(viewsets.ViewSet):
 
     lookup_field = "invalidation_id"
 
+    @extend_schema(
+        parameters=[OpenApiParameter("status", str, enum=["open", "all"], description="default open")],
+        responses=InvalidationListSerializer,
+    )
     def list(self, request: Request, agent_id: str) -> Response:
         open_only = request.query_params.get("status", "open") != "all"
-        notices = lineage.invalidations_for(_principal(request), agent_id, open_only=open_only).order_by("id")[:500]
-        return Response({"agent_id": agent_id, "results": [invalidation_payload(n) for n in notices]})
+        notices = lineage.invalidations_for(principal_of(request), agent_id, open_only=open_only).order_by("id")[:500]
+        return Response(InvalidationListSerializer({"agent_id": agent_id, "results": notices}).data)
 
+    @extend_schema(request=None, responses=InvalidationOutSerializer)
     @action(detail=True, methods=["post"])
     def ack(self, request: Request, agent_id: str, invalidation_id: str) -> Response:
-        notice = lineage.acknowledge(_principal(request), agent_id, invalidation_id)
-        return Response(invalidation_payload(notice))
+        notice = lineage.acknowledge(principal_of(request), agent_id, invalidation_id)
+        return Response(InvalidationOutSerializer(notice).data)
 
 
 # --- Retrieval --------------------------------------------------------------------------------
@@ -265,26 +422,67 @@ class SearchQuerySerializer(serializers.Serializer):
 def hit_payload(hit: search.SearchHit) -> dict[str, Any]:
     record = hit.record
     return {
-        "memory_id": record.memory_id, "project_id": record.project.key, "subject_id": record.subject_id,
-        "predicate": record.predicate, "value": record.value, "status": record.status, "revision": record.revision,
-        "score": round(hit.score, 6), "usable": hit.usable,
+        "memory_id": record.memory_id,
+        "project_id": record.project.key,
+        "subject_id": record.subject_id,
+        "predicate": record.predicate,
+        "value": record.value,
+        "status": record.status,
+        "revision": record.revision,
+        "score": round(hit.score, 6),
+        "usable": hit.usable,
         "current_memory_id": hit.current.memory_id if hit.current else None,
         "current_value": hit.current.value if hit.current else None,
         # Why a hit is held back (null when usable), and the valid time that decides "not yet in effect".
-        "reason_code": hit.reason_code, "reason": hit.reason,
-        "valid_from": record.valid_from.isoformat(), "valid_to": record.valid_to.isoformat() if record.valid_to else None,
-    }  # fmt: skip
+        "reason_code": hit.reason_code,
+        "reason": hit.reason,
+        "valid_from": record.valid_from.isoformat(),
+        "valid_to": record.valid_to.isoformat() if record.valid_to else None,
+    }
+
+
+class SearchHitSerializer(serializers.Serializer):
+    """One retrieval hit (rendered by hit_payload)."""
+
+    memory_id = serializers.CharField()
+    project_id = serializers.CharField()
+    subject_id = serializers.CharField()
+    predicate = serializers.CharField()
+    value = serializers.JSONField()
+    status = serializers.CharField()
+    revision = serializers.IntegerField()
+    score = serializers.FloatField()
+    usable = serializers.BooleanField()
+    current_memory_id = serializers.CharField(allow_null=True)
+    current_value = serializers.JSONField(allow_null=True)
+    reason_code = serializers.CharField(allow_null=True)
+    reason = serializers.CharField(allow_null=True)
+    valid_from = IsoDateTimeField()
+    valid_to = IsoDateTimeField(allow_null=True)
+
+    def to_representation(self, instance: search.SearchHit) -> dict[str, Any]:
+        return hit_payload(instance)
+
+
+@extend_schema_serializer(many=False)  # one object, though served by a `list` route
+class SearchResultSerializer(serializers.Serializer):
+    """Answer of `GET /search/`: the top-k hits, best first."""
+
+    results = SearchHitSerializer(many=True)
 
 
 class SearchViewSet(viewsets.ViewSet):
-    @extend_schema(parameters=[SearchQuerySerializer])
+    @extend_schema(parameters=[SearchQuerySerializer], responses=SearchResultSerializer)
     def list(self, request: Request) -> Response:
         """Top-k retrieval as an agent sees it; only usable records unless include=all."""
         query = SearchQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         data = query.validated_data
         result = search.search(
-            _principal(request), project_id=data.get("project_id"), q=data["q"], k=data["k"],
+            principal_of(request),
+            project_id=data.get("project_id"),
+            q=data["q"],
+            k=data["k"],
             include_all=data["include"] == "all",
-        )  # fmt: skip
-        return Response({"results": [hit_payload(h) for h in result.results]})
+        )
+        return Response(SearchResultSerializer({"results": result.results}).data)

@@ -20,8 +20,8 @@ from django.core.cache import cache
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from deletion import tombstones
 from memory_admin.derived.models import CacheEntry
+from memory_admin.memory import hooks
 from memory_admin.memory.models import MemoryRecord
 
 # Bumped when the key scheme or the cached envelope changes, so old entries are simply never read.
@@ -84,29 +84,45 @@ def answer_ttl(record: MemoryRecord) -> int:
     return ttl
 
 
-def cached_fact(
-    tenant_id: int, project_id: str, subject_id: str, predicate: str, compute: Callable[[], tuple[Any, MemoryRecord | None]]
-) -> Any:  # fmt: skip
-    """A fact answer from the cache, or computed and cached until its record changes (evicted by
-    propagation), its recheck falls due or its validity ends, whichever comes first."""
-    identity = ["fact", tenant_id, project_id, subject_id, predicate]
-    key = fact_key(tenant_id, project_id, subject_id, predicate)
-    hit = cache.get(key)
-    if isinstance(hit, dict) and hit.get("key") == identity:
+def cached_answer(tenant_id: int, project_id: str, subject_id: str, predicate: str) -> Any | None:
+    """The cached answer for "now" to one fact, or None (a miss). Reads only: an entry whose identity does
+    not match, or whose record a deletion has tombstoned since, is a miss."""
+    hit = cache.get(fact_key(tenant_id, project_id, subject_id, predicate))
+    if isinstance(hit, dict) and hit.get("key") == ["fact", tenant_id, project_id, subject_id, predicate]:
         value = hit.get("value")
         memory_id = value.get("memory_id") if isinstance(value, dict) else None
-        if not tombstones.tombstoned_memory_ids(tenant_id, [memory_id or ""]):
+        if not hooks.hidden_memory_ids(tenant_id, [memory_id or ""]):
             return value
+    return None
+
+
+def remember_answer(
+    tenant_id: int, project_id: str, subject_id: str, predicate: str, value: Any, record: MemoryRecord | None
+) -> None:
+    """Fill the cache with an answer just computed (the write a cached read makes, kept out of the read):
+    cached until its record changes (evicted by propagation), its recheck falls due or its validity ends,
+    whichever comes first. An answer built on no record (a dispute) is not cached."""
+    if record is None:
+        return
+    identity = ["fact", tenant_id, project_id, subject_id, predicate]
+    key = fact_key(tenant_id, project_id, subject_id, predicate)
+    try:
+        store(tenant_id, key, {"key": identity, "value": value}, [record], ttl=answer_ttl(record))
+    except IntegrityError:
+        pass  # another request filled the same key at the same moment; its manifest stands
+
+
+def cached_fact(
+    tenant_id: int,
+    project_id: str,
+    subject_id: str,
+    predicate: str,
+    compute: Callable[[], tuple[Any, MemoryRecord | None]],
+) -> Any:
+    """A fact answer from the cache, or computed and remembered (`cached_answer`, then `remember_answer`)."""
+    hit = cached_answer(tenant_id, project_id, subject_id, predicate)
+    if hit is not None:
+        return hit
     value, record = compute()
-    if record is not None:
-        try:
-            store(tenant_id, key, {"key": identity, "value": value}, [record], ttl=answer_ttl(record))
-        except IntegrityError:
-            pass  # another request filled the same key at the same moment; its manifest stands
+    remember_answer(tenant_id, project_id, subject_id, predicate, value, record)
     return value
-
-
-def keys_for(records: list[MemoryRecord]) -> list[str]:
-    return list(
-        CacheEntry.objects.filter(records__in=records, evicted_at__isnull=True).values_list("key", flat=True).distinct()
-    )

@@ -12,9 +12,9 @@ from django.utils import timezone
 
 from memory_admin.accounts.models import Principal
 from memory_admin.derived.models import ExportFile
-from memory_admin.memory.api.serializers import record_payload
 from memory_admin.memory.errors import Forbidden, NotFound
 from memory_admin.memory.models import MemoryRecord, Project
+from memory_admin.memory.shapes import record_payload
 
 
 def export_root() -> Path:
@@ -48,7 +48,7 @@ def export_project(principal: Principal, project_id: str) -> ExportFile:
     project = Project.objects.filter(tenant_id=principal.tenant_id, key=project_id).first()
     if project is None:
         raise NotFound(f"No project {project_id!r}.")
-    path = export_path(principal.tenant_id, project.pk)  # type: ignore[arg-type]
+    path = export_path(principal.tenant_pk, project.pk)
     path.parent.mkdir(parents=True, exist_ok=True)
     rows = 0
     with transaction.atomic():

@@ -14,8 +14,9 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from deletion import tombstones
 from memory_admin.accounts.models import Principal
+from memory_admin.derived import hooks as derived_hooks
+from memory_admin.derived import task_refs
 from memory_admin.derived.models import (
     ActionBase,
     ContextItem,
@@ -27,8 +28,7 @@ from memory_admin.derived.models import (
     SummaryBase,
 )
 from memory_admin.derived.propagation import propagate
-from memory_admin.derived.tasks import embed_summaries
-from memory_admin.memory import validation
+from memory_admin.memory import hooks, validation
 from memory_admin.memory.actions import project_for
 from memory_admin.memory.errors import BaseNotCurrent, Forbidden, InvalidInput, NotFound, Tombstoned
 from memory_admin.memory.models import MemoryRecord
@@ -53,10 +53,6 @@ def _aware(name: str, moment: datetime | None) -> None:
     validation.check_datetimes(**{name: moment})
 
 
-def is_current(record: MemoryRecord, now: datetime) -> bool:
-    return record.is_current_at(now)
-
-
 def resolve_bases(
     principal: Principal, project_id: str, bases: list[BaseRef], *, lock: bool, require_current: bool
 ) -> list[MemoryRecord]:
@@ -68,7 +64,7 @@ def resolve_bases(
     """
     if not bases:
         raise InvalidInput({"derived_from": ["Name at least one base: [{memory_id, revision}]."]})
-    tombstones.refuse_derived_from(principal.tenant_id, [b.memory_id for b in bases], "This item")  # type: ignore[arg-type]
+    hooks.guard_derived_from(principal.tenant_pk, [b.memory_id for b in bases], "This item")
     qs = MemoryRecord.objects.filter(
         tenant_id=principal.tenant_id, project__key=project_id, memory_id__in=[b.memory_id for b in bases]
     )
@@ -85,7 +81,7 @@ def resolve_bases(
     if problems:
         raise InvalidInput({"derived_from": problems})
     now = timezone.now()
-    stale = [b.memory_id for b in bases if not is_current(found[b.memory_id], now)]
+    stale = [b.memory_id for b in bases if not found[b.memory_id].is_current_at(now)]
     if require_current and stale:
         raise BaseNotCurrent(
             f"Not the current belief any more: {', '.join(stale)}. Rebuild from the current values.",
@@ -108,29 +104,57 @@ def log_event(
     _require_writer(principal)
     _aware("occurred_at", occurred_at)
     validation.check_identifiers(project_id=project_id, subject_ids=list(subject_ids))
-    with tombstones.refusals_logged("event", principal.name), transaction.atomic():
-        tombstones.refuse_event(principal.tenant_id, project_id, subject_ids, occurred_at)  # type: ignore[arg-type]
-        project = project_for(principal.tenant, project_id)  # type: ignore[arg-type]
+    with hooks.write_scope("event", principal.name), transaction.atomic():
+        derived_hooks.guard_event(principal.tenant_pk, project_id, subject_ids, occurred_at)
+        project = project_for(principal.require_tenant, project_id)
         return Event.objects.create(
-            tenant_id=principal.tenant_id, project=project, session_id=session_id, actor=actor, text=text,
-            occurred_at=occurred_at, subject_ids=subject_ids,
-        )  # fmt: skip
+            tenant_id=principal.tenant_id,
+            project=project,
+            session_id=session_id,
+            actor=actor,
+            text=text,
+            occurred_at=occurred_at,
+            subject_ids=subject_ids,
+        )
+
+
+def check_assertion_events(write: hooks.FactWrite) -> None:
+    """Memory's assertion check: every event id a fact cites is a logged event of its project (400 otherwise)."""
+    if not write.event_ids:
+        return
+    known = set(
+        Event.objects.filter(
+            tenant_id=write.tenant_id, project__key=write.project_id, public_id__in=write.event_ids
+        ).values_list("public_id", flat=True)
+    )
+    if unknown := sorted(set(write.event_ids) - known):
+        raise InvalidInput({"source": [f"Unknown event ids in {write.project_id}: {', '.join(unknown)}."]})
 
 
 def create_summary(
-    principal: Principal, *, project_id: str, text: str, bases: list[BaseRef], kind: str = "text",
+    principal: Principal,
+    *,
+    project_id: str,
+    text: str,
+    bases: list[BaseRef],
+    kind: str = "text",
     replaces: Summary | None = None,
-) -> Summary:  # fmt: skip
+) -> Summary:
     """A summary built on current bases (409 base_not_current otherwise), embedded after commit."""
     _require_writer(principal)
-    with tombstones.refusals_logged("summary", principal.name), transaction.atomic():
+    with hooks.write_scope("summary", principal.name), transaction.atomic():
         records = resolve_bases(principal, project_id, bases, lock=True, require_current=True)
         summary = Summary.objects.create(
-            tenant_id=principal.tenant_id, project=records[0].project, kind=kind, text=text, created_by=principal,
-            derived_from=[{"memory_id": b.memory_id, "revision": b.revision} for b in bases], replaces=replaces,
-        )  # fmt: skip
+            tenant_id=principal.tenant_id,
+            project=records[0].project,
+            kind=kind,
+            text=text,
+            created_by=principal,
+            derived_from=[{"memory_id": b.memory_id, "revision": b.revision} for b in bases],
+            replaces=replaces,
+        )
         SummaryBase.objects.bulk_create([SummaryBase(summary=summary, record=r, revision=r.revision) for r in records])
-        enqueue_after_commit(embed_summaries, [summary.pk])
+        enqueue_after_commit(task_refs.embed_summaries(), [summary.pk])
     return summary
 
 
@@ -179,11 +203,17 @@ def regenerate_summary(summary: Summary) -> Summary | None:
     heads = []
     for base in summary.bases.select_related("record", "record__project"):
         # The fact's current record, not its head: a successor scheduled ahead is the head before it is in effect.
-        head = MemoryRecord.objects.current(now).filter(
-            tenant_id=base.record.tenant_id, project_id=base.record.project_id, subject_id=base.record.subject_id,
-            predicate=base.record.predicate,
-        ).first()  # fmt: skip
-        if head is None or not is_current(head, now):
+        head = (
+            MemoryRecord.objects.current(now)
+            .filter(
+                tenant_id=base.record.tenant_id,
+                project_id=base.record.project_id,
+                subject_id=base.record.subject_id,
+                predicate=base.record.predicate,
+            )
+            .first()
+        )
+        if head is None or not head.is_current_at(now):
             return None
         heads.append(head)
     with transaction.atomic():
@@ -191,9 +221,13 @@ def regenerate_summary(summary: Summary) -> Summary | None:
         if locked.status != Summary.Status.STALE:
             return None
         fresh = create_summary(
-            summary.created_by, project_id=summary.project.key, text=build(heads), kind=summary.kind,
-            bases=[BaseRef(h.memory_id, h.revision) for h in heads], replaces=locked,
-        )  # fmt: skip
+            summary.created_by,
+            project_id=summary.project.key,
+            text=build(heads),
+            kind=summary.kind,
+            bases=[BaseRef(h.memory_id, h.revision) for h in heads],
+            replaces=locked,
+        )
         Summary.objects.filter(pk=locked.pk).update(
             status=Summary.Status.WITHDRAWN, status_reason=f"Regenerated as {fresh.public_id}.", status_changed_at=now
         )
@@ -216,18 +250,28 @@ def regenerate_from(summary: Summary, remaining: list[dict[str, Any]]) -> str | 
 
 
 def schedule_action(
-    principal: Principal, *, project_id: str, kind: str, payload: dict[str, Any], due_at: datetime,
+    principal: Principal,
+    *,
+    project_id: str,
+    kind: str,
+    payload: dict[str, Any],
+    due_at: datetime,
     bases: list[BaseRef],
-) -> ScheduledAction:  # fmt: skip
+) -> ScheduledAction:
     """An action the agent planned from current facts (409 base_not_current otherwise)."""
     _require_writer(principal)
     _aware("due_at", due_at)
-    with tombstones.refusals_logged("scheduled_action", principal.name), transaction.atomic():
+    with hooks.write_scope("scheduled_action", principal.name), transaction.atomic():
         records = resolve_bases(principal, project_id, bases, lock=True, require_current=True)
         action = ScheduledAction.objects.create(
-            tenant_id=principal.tenant_id, project=records[0].project, agent=principal, kind=kind, payload=payload,
-            due_at=due_at, derived_from=[{"memory_id": b.memory_id, "revision": b.revision} for b in bases],
-        )  # fmt: skip
+            tenant_id=principal.tenant_id,
+            project=records[0].project,
+            agent=principal,
+            kind=kind,
+            payload=payload,
+            due_at=due_at,
+            derived_from=[{"memory_id": b.memory_id, "revision": b.revision} for b in bases],
+        )
         ActionBase.objects.bulk_create([ActionBase(action=action, record=r, revision=r.revision) for r in records])
     return action
 
@@ -243,9 +287,13 @@ def get_action(principal: Principal, public_id: str, *, for_update: bool = False
 
 
 def confirm_action(
-    principal: Principal, public_id: str, *, bases: list[BaseRef], due_at: datetime | None = None,
+    principal: Principal,
+    public_id: str,
+    *,
+    bases: list[BaseRef],
+    due_at: datetime | None = None,
     payload: dict[str, Any] | None = None,
-) -> ScheduledAction:  # fmt: skip
+) -> ScheduledAction:
     """Re-confirm a suspended action against the current values: its bases are replaced."""
     _require_writer(principal)
     _aware("due_at", due_at)
@@ -269,14 +317,19 @@ def confirm_action(
 
 
 def register_context_load(
-    principal: Principal, *, session_id: str, bases: list[BaseRef], expires_at: datetime, project_id: str | None = None,
-) -> ContextLoad:  # fmt: skip
+    principal: Principal,
+    *,
+    session_id: str,
+    bases: list[BaseRef],
+    expires_at: datetime,
+    project_id: str | None = None,
+) -> ContextLoad:
     """Record what an agent loaded into a session. It is a report of what happened, so stale copies are
     accepted, and each one gets its invalidation notice at once."""
     _require_writer(principal)
     _aware("expires_at", expires_at)
-    with tombstones.refusals_logged("context_load", principal.name), transaction.atomic():
-        tombstones.refuse_derived_from(principal.tenant_id, [b.memory_id for b in bases], "This context")  # type: ignore[arg-type]
+    with hooks.write_scope("context_load", principal.name), transaction.atomic():
+        hooks.guard_derived_from(principal.tenant_pk, [b.memory_id for b in bases], "This context")
         qs = MemoryRecord.objects.filter(tenant_id=principal.tenant_id, memory_id__in=[b.memory_id for b in bases])
         if project_id:
             qs = qs.filter(project__key=project_id)
@@ -291,7 +344,7 @@ def register_context_load(
             [ContextItem(load=load, record=found[b.memory_id], revision=b.revision) for b in bases]
         )
         now = timezone.now()
-        stale = [found[b.memory_id] for b in bases if not is_current(found[b.memory_id], now)]
+        stale = [found[b.memory_id] for b in bases if not found[b.memory_id].is_current_at(now)]
         if stale:
             propagate(stale, reason="Loaded after it stopped being the current belief.", now=now)
     return load

@@ -13,21 +13,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from memory_admin.accounts.models import Tenant
-from memory_admin.memory.models import MemoryRecord, Project, new_public_id
-
-
-class PublicIdModel(models.Model):
-    public_prefix = ""
-    public_id = models.CharField(max_length=64, unique=True, default="")
-
-    class Meta:
-        abstract = True
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        if not self.public_id:
-            self.public_id = new_public_id(self.public_prefix)
-        super().save(*args, **kwargs)
-
+from memory_admin.memory.models import MemoryRecord, Project, PublicIdModel
 
 # The longest subject id an event can be tagged with (the events API's limit).
 SUBJECT_ID_MAX_LENGTH = 200

@@ -7,7 +7,7 @@ transaction; what lies outside the database (cache keys, vector entries) is chan
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -16,6 +16,7 @@ from django.core.cache import cache
 from django.db import connection, transaction
 from django.utils import timezone
 
+from memory_admin.derived import task_refs
 from memory_admin.derived.models import (
     ActionBase,
     CacheEntry,
@@ -27,7 +28,6 @@ from memory_admin.derived.models import (
     Summary,
     SummaryBase,
 )
-from memory_admin.derived.tasks import refresh_record_vectors, regenerate_summaries
 from memory_admin.memory.models import MemoryRecord, new_public_id
 from memory_admin.queueing import enqueue_after_commit, enqueue_batched_after_commit
 
@@ -43,6 +43,38 @@ class PropagationResult:
     vector_records: list[str] = field(default_factory=list)
 
 
+@dataclass
+class _Run:
+    """One propagation: the records whose belief ended, and what was done to their dependants."""
+
+    records: Sequence[MemoryRecord]
+    reason: str
+    now: datetime
+    result: PropagationResult = field(default_factory=PropagationResult)
+    log: list[Propagation] = field(default_factory=list)
+
+    @property
+    def tenant_id(self) -> int:
+        return self.records[0].tenant_id
+
+    @property
+    def pks(self) -> list[int]:
+        return [r.pk for r in self.records]
+
+    def note(self, record_id: int, kind: str, dependant: str, action: str) -> None:
+        self.log.append(
+            Propagation(
+                tenant_id=self.tenant_id,
+                record_id=record_id,
+                dependant_kind=kind,
+                dependant_id=dependant,
+                action=action,
+                reason=self.reason,
+                at=self.now,
+            )
+        )
+
+
 def propagate(records: Sequence[MemoryRecord], *, reason: str, now: datetime | None = None) -> PropagationResult:
     """Tell every dependant of `records` that they are no longer the current belief.
 
@@ -53,117 +85,130 @@ def propagate(records: Sequence[MemoryRecord], *, reason: str, now: datetime | N
        agent acknowledges it;
     4. cache keys whose manifest names them → evicted after commit;
     5. their vector entries → marked unusable after commit (a Celery task).
-    Each dependant touched gets a Propagation row, so a person can see what was done.
+    Each dependant touched gets a Propagation row, so a person can see what was done. One handler per kind
+    of dependant (`_HANDLERS`, in this order); memory calls this through its `belief_ended` hook.
     """
-    result = PropagationResult()
     if not records:
-        return result
-    now = now or timezone.now()
-    by_pk = {r.pk: r for r in records}
-    pks = list(by_pk)
-    tenant_id = records[0].tenant_id
-    log: list[Propagation] = []
-
-    def note(record_id: int, kind: str, dependant: str, action: str) -> None:
-        log.append(Propagation(tenant_id=tenant_id, record_id=record_id, dependant_kind=kind, dependant_id=dependant,
-                               action=action, reason=reason, at=now))  # fmt: skip
-
+        return PropagationResult()
+    run = _Run(records=records, reason=reason, now=now or timezone.now())
     # Most changes have no dependant but their vector entry: one round trip says which kinds to visit.
-    present = _dependant_kinds(pks, now)
+    present = _dependant_kinds(run.pks, run.now)
+    for kind, handler in _HANDLERS:
+        if kind in present:
+            handler(run)
+    _mark_vectors_unusable(run)
+    Propagation.objects.bulk_create(run.log)
+    return run.result
 
-    # 1. Summaries.
-    uses = (
-        []
-        if "summaries" not in present
-        else list(
-            SummaryBase.objects.filter(record_id__in=pks, summary__status=Summary.Status.CURRENT).values_list(
-                "summary_id", "summary__public_id", "record_id"
-            )
+
+def _stale_summaries(run: _Run) -> None:
+    """1. Summaries built on the records → stale, and regenerated after commit."""
+    uses = list(
+        SummaryBase.objects.filter(record_id__in=run.pks, summary__status=Summary.Status.CURRENT).values_list(
+            "summary_id", "summary__public_id", "record_id"
         )
     )
-    result.summaries = sorted({summary_id for summary_id, _, _ in uses})
-    if result.summaries:
-        Summary.objects.filter(id__in=result.summaries, status=Summary.Status.CURRENT).update(
-            status=Summary.Status.STALE, status_reason=reason, status_changed_at=now
-        )
-        for _, public_id, record_id in uses:
-            note(record_id, Kind.SUMMARY, public_id, "marked_stale")
-        enqueue_after_commit(regenerate_summaries, result.summaries)
+    run.result.summaries = sorted({summary_id for summary_id, _, _ in uses})
+    if not run.result.summaries:
+        return
+    Summary.objects.filter(id__in=run.result.summaries, status=Summary.Status.CURRENT).update(
+        status=Summary.Status.STALE, status_reason=run.reason, status_changed_at=run.now
+    )
+    for _, public_id, record_id in uses:
+        run.note(record_id, Kind.SUMMARY, public_id, "marked_stale")
+    enqueue_after_commit(task_refs.regenerate_summaries(), run.result.summaries)
 
-    # 2. Scheduled actions.
-    planned = (
-        []
-        if "actions" not in present
-        else list(
-            ActionBase.objects.filter(record_id__in=pks, action__status=ScheduledAction.Status.SCHEDULED).values_list(
-                "action_id", "action__public_id", "record_id"
-            )
+
+def _suspend_actions(run: _Run) -> None:
+    """2. Scheduled actions built on the records → suspended until re-confirmed."""
+    planned = list(
+        ActionBase.objects.filter(record_id__in=run.pks, action__status=ScheduledAction.Status.SCHEDULED).values_list(
+            "action_id", "action__public_id", "record_id"
         )
     )
-    result.actions = sorted({action_id for action_id, _, _ in planned})
-    if result.actions:
-        ScheduledAction.objects.filter(id__in=result.actions, status=ScheduledAction.Status.SCHEDULED).update(
-            status=ScheduledAction.Status.SUSPENDED, status_reason=reason, status_changed_at=now
-        )
-        for _, public_id, record_id in planned:
-            note(record_id, Kind.ACTION, public_id, "suspended")
+    run.result.actions = sorted({action_id for action_id, _, _ in planned})
+    if not run.result.actions:
+        return
+    ScheduledAction.objects.filter(id__in=run.result.actions, status=ScheduledAction.Status.SCHEDULED).update(
+        status=ScheduledAction.Status.SUSPENDED, status_reason=run.reason, status_changed_at=run.now
+    )
+    for _, public_id, record_id in planned:
+        run.note(record_id, Kind.ACTION, public_id, "suspended")
 
-    # 3. Loaded contexts.
-    loaded = (
-        []
-        if "contexts" not in present
-        else list(
-            ContextItem.objects.filter(record_id__in=pks, load__expires_at__gt=now).values_list(
-                "load_id", "load__agent_id", "load__public_id", "record_id", "revision"
-            )
+
+def _notify_contexts(run: _Run) -> None:
+    """3. Loaded contexts that have not expired → one invalidation notice per loaded copy."""
+    loaded = list(
+        ContextItem.objects.filter(record_id__in=run.pks, load__expires_at__gt=run.now).values_list(
+            "load_id", "load__agent_id", "load__public_id", "record_id", "revision"
         )
     )
-    if loaded:
-        notices = [
-            Invalidation(
-                tenant_id=tenant_id,
-                agent_id=agent_id,
-                load_id=load_id,
-                record_id=record_id,
-                memory_id=by_pk[record_id].memory_id,
-                revision=revision,
-                reason=reason,
-                successor_id=by_pk[record_id].superseded_by_id,
-                created_at=now,
-            )
-            for load_id, agent_id, _, record_id, revision in loaded
-        ]
-        for notice in notices:
-            notice.public_id = notice.public_id or new_public_id(Invalidation.public_prefix)
-        created = Invalidation.objects.bulk_create(notices, ignore_conflicts=True)
-        result.notices = len(created)
-        for _, _, load_public_id, record_id, _ in loaded:
-            note(record_id, Kind.CONTEXT, load_public_id, "notice_sent")
+    if not loaded:
+        return
+    by_pk = {r.pk: r for r in run.records}
+    notices = [
+        Invalidation(
+            tenant_id=run.tenant_id,
+            agent_id=agent_id,
+            load_id=load_id,
+            record_id=record_id,
+            memory_id=by_pk[record_id].memory_id,
+            revision=revision,
+            reason=run.reason,
+            successor_id=by_pk[record_id].superseded_by_id,
+            created_at=run.now,
+        )
+        for load_id, agent_id, _, record_id, revision in loaded
+    ]
+    for notice in notices:
+        notice.public_id = notice.public_id or new_public_id(Invalidation.public_prefix)
+    created = Invalidation.objects.bulk_create(notices, ignore_conflicts=True)
+    run.result.notices = len(created)
+    for _, _, load_public_id, record_id, _ in loaded:
+        run.note(record_id, Kind.CONTEXT, load_public_id, "notice_sent")
 
-    # 4. Cache keys.
-    cached = [] if "caches" not in present else list(
-        CacheEntry.records.through.objects.filter(memoryrecord_id__in=pks, cacheentry__evicted_at__isnull=True)
-        .values_list("cacheentry_id", "cacheentry__key", "memoryrecord_id")
-    )  # fmt: skip
-    if cached:
-        CacheEntry.objects.filter(id__in={entry_id for entry_id, _, _ in cached}).update(evicted_at=now)
-        result.cache_keys = sorted({key for _, key, _ in cached})
-        for _, key, record_id in cached:
-            note(record_id, Kind.CACHE, key, "evicted")
-        keys = result.cache_keys
-        # Now, so this transaction's own reads miss them; and again after commit, in case a concurrent
-        # reader refilled a key from the old committed value in between.
-        cache.delete_many(keys)
-        transaction.on_commit(lambda: cache.delete_many(keys))
 
-    # 5. Vector entries.
-    result.vector_records = [r.memory_id for r in records]
-    for record in records:
-        note(record.pk, Kind.VECTOR, f"record:{record.memory_id}", "marked_unusable")
-    enqueue_batched_after_commit(refresh_record_vectors, result.vector_records)
+def _evict_caches(run: _Run) -> None:
+    """4. Cache keys whose manifest names the records → evicted now and again after commit."""
+    cached = list(
+        CacheEntry.records.through.objects.filter(
+            memoryrecord_id__in=run.pks, cacheentry__evicted_at__isnull=True
+        ).values_list("cacheentry_id", "cacheentry__key", "memoryrecord_id")
+    )
+    if not cached:
+        return
+    CacheEntry.objects.filter(id__in={entry_id for entry_id, _, _ in cached}).update(evicted_at=run.now)
+    run.result.cache_keys = sorted({key for _, key, _ in cached})
+    for _, key, record_id in cached:
+        run.note(record_id, Kind.CACHE, key, "evicted")
+    keys = run.result.cache_keys
+    # Now, so this transaction's own reads miss them; and again after commit, in case a concurrent
+    # reader refilled a key from the old committed value in between.
+    cache.delete_many(keys)
+    transaction.on_commit(lambda: cache.delete_many(keys))
 
-    Propagation.objects.bulk_create(log)
-    return result
+
+def _mark_vectors_unusable(run: _Run) -> None:
+    """5. The records' vector entries → re-marked (unusable) after commit; every record has one."""
+    run.result.vector_records = [r.memory_id for r in run.records]
+    for record in run.records:
+        run.note(record.pk, Kind.VECTOR, f"record:{record.memory_id}", "marked_unusable")
+    enqueue_batched_after_commit(task_refs.refresh_record_vectors(), run.result.vector_records)
+
+
+# The kinds `_dependant_kinds` reports, each with its handler, in the order they are visited.
+_HANDLERS: list[tuple[str, Callable[[_Run], None]]] = [
+    ("summaries", _stale_summaries),
+    ("actions", _suspend_actions),
+    ("contexts", _notify_contexts),
+    ("caches", _evict_caches),
+]
+
+
+def refresh_vectors_after_commit(records: Sequence[MemoryRecord]) -> None:
+    """Memory's `records_changed` hook: the records' vector entries are refreshed after commit (one message
+    per transaction)."""
+    enqueue_batched_after_commit(task_refs.refresh_record_vectors(), [r.memory_id for r in records])
 
 
 def _dependant_kinds(pks: list[int], now: datetime) -> set[str]:
@@ -175,11 +220,16 @@ def _dependant_kinds(pks: list[int], now: datetime) -> set[str]:
     t = {
         name: model._meta.db_table
         for name, model in (
-            ("summary_base", SummaryBase), ("summary", Summary), ("action_base", ActionBase),
-            ("action", ScheduledAction), ("item", ContextItem), ("load", ContextLoad),
-            ("cache_link", CacheEntry.records.through), ("cache", CacheEntry),
+            ("summary_base", SummaryBase),
+            ("summary", Summary),
+            ("action_base", ActionBase),
+            ("action", ScheduledAction),
+            ("item", ContextItem),
+            ("load", ContextLoad),
+            ("cache_link", CacheEntry.records.through),
+            ("cache", CacheEntry),
         )
-    }  # fmt: skip
+    }
     ids = ", ".join(["%s"] * len(pks))
     sql = f"""
         SELECT

@@ -57,7 +57,7 @@ def search(
     before (or without) the valid-time transition task re-marking the index.
     """
     now = now or timezone.now()
-    tenant_id: int = principal.tenant_id  # type: ignore[assignment]
+    tenant_id: int = principal.tenant_pk
     hits = get_index().search(
         tenant_id=tenant_id, project_id=project_id, text=q, k=k * OVERFETCH, usable_only=False, kind="record"
     )
@@ -79,8 +79,14 @@ def search(
             usable.append(hit)
         else:
             code, reason = held_back_reason(record, now)
-            hit = SearchHit(record=record, score=score, usable=False, current=currents.get(_fact(record)),
-                            reason_code=code, reason=reason)  # fmt: skip
+            hit = SearchHit(
+                record=record,
+                score=score,
+                usable=False,
+                current=currents.get(_fact(record)),
+                reason_code=code,
+                reason=reason,
+            )
             held_back.append(hit)
     if include_all:
         results = sorted(usable + held_back, key=lambda h: -h.score)[:k]

@@ -1,4 +1,7 @@
-"""Celery tasks of the derived stores: keep the vector index and summaries in step with the records."""
+"""Celery tasks of the derived stores: keep the vector index and summaries in step with the records.
+
+A door: it imports the domain; the domain queues these tasks by name (`task_refs`).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +12,9 @@ from django.db import transaction
 from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
+from memory_admin.derived.lineage import regenerate_summary
 from memory_admin.derived.models import Propagation, Summary
+from memory_admin.derived.vectors import VectorEntry, get_index
 from memory_admin.memory.models import MemoryRecord
 from memory_admin.queueing import enqueue_batched_after_commit
 
@@ -26,8 +31,6 @@ def refresh_record_vectors(memory_ids: list[str]) -> int:
     """Embed records (or re-mark them): each entry carries memory_id and revision, and is usable only
     while its record is the current belief (accepted and valid now: a successor not yet in effect is
     unusable, today's value stays usable until the hand-over). Idempotent: it reads the records' state now."""
-    from memory_admin.derived.vectors import VectorEntry, get_index
-
     # The live manager leaves out tombstoned records, so a refresh queued before a deletion and run
     # after it cannot bring a deleted memory back into the index.
     records = list(MemoryRecord.objects.filter(memory_id__in=memory_ids).select_related("project"))
@@ -76,12 +79,18 @@ def mark_records_in_effect(now: datetime | None = None, *, limit: int = 5000) ->
         )
         Propagation.objects.bulk_create(
             [
-                Propagation(tenant_id=r.tenant_id, record_id=r.pk, dependant_kind=Propagation.Kind.VECTOR,
-                            dependant_id=f"record:{r.memory_id}", action=CAME_INTO_EFFECT, at=now,
-                            reason=f"Came into effect (valid from {r.valid_from.isoformat()}).")
+                Propagation(
+                    tenant_id=r.tenant_id,
+                    record_id=r.pk,
+                    dependant_kind=Propagation.Kind.VECTOR,
+                    dependant_id=f"record:{r.memory_id}",
+                    action=CAME_INTO_EFFECT,
+                    at=now,
+                    reason=f"Came into effect (valid from {r.valid_from.isoformat()}).",
+                )
                 for r in due
             ]
-        )  # fmt: skip
+        )
         ids = [r.memory_id for r in due]
         if ids:
             enqueue_batched_after_commit(refresh_record_vectors, ids)
@@ -90,8 +99,6 @@ def mark_records_in_effect(now: datetime | None = None, *, limit: int = 5000) ->
 
 @shared_task(autoretry_for=(OSError,), retry_backoff=True, max_retries=5)
 def embed_summaries(summary_ids: list[int]) -> int:
-    from memory_admin.derived.vectors import VectorEntry, get_index
-
     summaries = list(Summary.objects.filter(id__in=summary_ids, hidden_at__isnull=True).select_related("project"))
     get_index().upsert(
         [
@@ -115,8 +122,6 @@ def embed_summaries(summary_ids: list[int]) -> int:
 def regenerate_summaries(summary_ids: list[int]) -> int:
     """Stale summaries whose kind has a regenerator are rebuilt from their current bases; their old
     vector entries stop being usable."""
-    from memory_admin.derived.lineage import regenerate_summary  # lineage builds on memory.actions
-
     regenerated = 0
     for summary in Summary.objects.filter(id__in=summary_ids).select_related("project", "created_by"):
         if regenerate_summary(summary) is not None:

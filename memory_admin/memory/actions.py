@@ -10,7 +10,7 @@ import enum
 import hashlib
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,12 +20,8 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Max, Q, Subquery
 from django.utils import timezone
 
-from deletion import tombstones
 from memory_admin.accounts.models import Principal, Tenant
-from memory_admin.derived.models import Event
-from memory_admin.derived.propagation import propagate
-from memory_admin.derived.tasks import mark_records_in_effect, refresh_record_vectors
-from memory_admin.memory import audit, task_failures, validation
+from memory_admin.memory import audit, hooks, task_failures, validation
 from memory_admin.memory.errors import (
     DisputeOpen,
     ExpectedRevisionRequired,
@@ -38,7 +34,6 @@ from memory_admin.memory.errors import (
 from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord, Project
 from memory_admin.memory.policies import authorize_issuer, policy_for
 from memory_admin.memory.ranking import compare_source_revisions, source_rank
-from memory_admin.queueing import enqueue_batched_after_commit
 
 Status = MemoryRecord.Status
 logger = logging.getLogger(__name__)
@@ -177,7 +172,7 @@ def _cut_overlapping(
         old.save(update_fields=["valid_to", "valid_to_recorded_at", "superseded_by", "status", "recorded_to"])
         changed.append(old)
     ended = [old for old in changed if old.status == Status.SUPERSEDED]
-    propagate(ended, reason=f"Superseded by {new.memory_id} (revision {new.revision}).", now=now)
+    hooks.belief_ended(ended, reason=f"Superseded by {new.memory_id} (revision {new.revision}).", now=now)
     return changed
 
 
@@ -198,27 +193,34 @@ def project_for(tenant: Tenant, key: str) -> Project:
     return project
 
 
-def _embed_after_commit(*records: MemoryRecord) -> None:
-    enqueue_batched_after_commit(refresh_record_vectors, [r.memory_id for r in records])
+def _records_changed(*records: MemoryRecord) -> None:
+    # The derived stores refresh their copies (vector entries) after commit.
+    hooks.records_changed(records)
 
 
-def _new_record(
-    a: Assertion,
-    *,
-    principal: Principal,
-    project: Project,
-    policy: FieldPolicy | None,
-    now: datetime,
-    revision: int,
-    status: str,
-    verified_at: datetime | None,
-    memory_id: str,
-    **fields: Any,
-) -> MemoryRecord:
+@dataclass(frozen=True)
+class _Write:
+    """One assertion being applied, with the locked state of its fact (replaces a bag of keyword arguments)."""
+
+    principal: Principal
+    assertion: Assertion
+    project: Project
+    policy: FieldPolicy | None
+    now: datetime
+    verified_at: datetime | None
+    memory_id: str
+    # The fact's head and every accepted row, locked (accepted rows may need cutting).
+    locked: list[MemoryRecord]
+    head: MemoryRecord | None
+    next_revision: int
+
+
+def _new_record(w: _Write, *, status: str, **fields: Any) -> MemoryRecord:
+    a = w.assertion
     record = MemoryRecord.objects.create(
-        tenant_id=project.tenant_id,
-        project=project,
-        memory_id=memory_id,
+        tenant_id=w.project.tenant_id,
+        project=w.project,
+        memory_id=w.memory_id,
         subject_id=a.subject_id,
         predicate=a.predicate,
         value=a.value,
@@ -226,19 +228,19 @@ def _new_record(
         valid_from=a.valid_from,
         valid_to=a.valid_to,
         asserted_valid_to=a.valid_to,
-        recorded_from=now,
-        last_verified_at=verified_at,
-        recheck_after=_recheck_after(policy, verified_at, now),
-        retain_until=_retain_until(policy, now),
-        revision=revision,
+        recorded_from=w.now,
+        last_verified_at=w.verified_at,
+        recheck_after=_recheck_after(w.policy, w.verified_at, w.now),
+        retain_until=_retain_until(w.policy, w.now),
+        revision=w.next_revision,
         source_canonical_ref=a.source_canonical_ref,
         source_revision=a.source_revision,
-        issuer=principal,
+        issuer=w.principal,
         derived_from=a.derived_from or [],
         source_event_ids=a.event_ids or [],
         **fields,
     )
-    _embed_after_commit(record)
+    _records_changed(record)
     return record
 
 
@@ -261,25 +263,33 @@ def assert_fact(
     6. otherwise the new value becomes the current belief, by compare-and-swap on
        `expected_revision` (missing → 428, stale → 409); the old version keeps its history.
 
+    Steps 3-6 are `decide()`; each of its outcomes has one apply function. The layers above check the
+    assertion (`hooks.check_assertion`, e.g. unknown event ids → 400) before the transaction, and guard it
+    (`hooks.guard_assertion`, e.g. a tombstone → 410) inside it, before anything is written.
+
     `now` fixes the clock (demo data, conformance cases); `verified_at` is set only by callers that
     fetched the value from the field's canonical source.
     """
     validate_assertion(a)
-    tenant: Tenant = principal.tenant  # type: ignore[assignment]
+    tenant: Tenant = principal.require_tenant
     policy = policy_for(tenant, a.project_id, a.predicate)
     authorize_issuer(principal, policy)
-    if a.event_ids:
-        known = set(
-            Event.objects.filter(tenant=tenant, project__key=a.project_id, public_id__in=a.event_ids).values_list(
-                "public_id", flat=True
-            )
-        )
-        if unknown := sorted(set(a.event_ids) - known):
-            raise InvalidInput({"source": [f"Unknown event ids in {a.project_id}: {', '.join(unknown)}."]})
+    write = hooks.FactWrite(
+        tenant_id=tenant.pk,
+        project_id=a.project_id,
+        subject_id=a.subject_id,
+        predicate=a.predicate,
+        value=a.value,
+        source_canonical_ref=a.source_canonical_ref,
+        source_revision=a.source_revision,
+        event_ids=a.event_ids or (),
+        derived_from=a.derived_from or (),
+    )
+    hooks.check_assertion(write)
     now = now or timezone.now()
     try:
-        with tombstones.refusals_logged("assert_fact", principal.name), transaction.atomic():
-            return _assert_locked(principal, tenant, a, policy, now, verified_at, memory_id)
+        with hooks.write_scope("assert_fact", principal.name), transaction.atomic():
+            return _assert_locked(principal, tenant, a, write, policy, now, verified_at, memory_id)
     except IntegrityError as exc:
         # A constraint caught a race the lock did not (e.g. another process without the lock).
         raise RevisionConflict(f"The fact changed while this write was applied ({exc.__class__.__name__}).") from None
@@ -289,6 +299,7 @@ def _assert_locked(
     principal: Principal,
     tenant: Tenant,
     a: Assertion,
+    write: hooks.FactWrite,
     policy: FieldPolicy | None,
     now: datetime,
     verified_at: datetime | None,
@@ -296,51 +307,83 @@ def _assert_locked(
 ) -> AssertResult:
     project = project_for(tenant, a.project_id)
     lock_fact(tenant.pk, a.project_id, a.subject_id, a.predicate)
-    tombstones.refuse_assertion(
-        tenant.pk, a.project_id, a.subject_id, a.predicate, value=a.value, source_ref=a.source_canonical_ref,
-        source_revision=a.source_revision, event_ids=a.event_ids or (),
-        derived_from=[d.get("memory_id", "") for d in a.derived_from or []],
-    )  # fmt: skip
+    hooks.guard_assertion(write)
+    w = _read_fact(principal, a, project, policy, now, verified_at, memory_id)
+    decision = decide(w)
+    return _APPLY[decision.step](w, decision)
+
+
+def _read_fact(
+    principal: Principal,
+    a: Assertion,
+    project: Project,
+    policy: FieldPolicy | None,
+    now: datetime,
+    verified_at: datetime | None,
+    memory_id: str,
+) -> _Write:
+    """The fact's head, its accepted rows (locked) and its next revision, in one round trip."""
     facts = MemoryRecord.objects.for_fact(project, a.subject_id, a.predicate)
     # Revisions are unique over every row of the fact, tombstoned ones awaiting purge included.
     every_version = MemoryRecord.all_objects.for_fact(project, a.subject_id, a.predicate)
-    # One round trip: the head, every accepted row (they may need cutting), and the highest revision.
-    live = list(
+    locked = list(
         facts.select_for_update()
         .filter(Q(is_head=True) | Q(status=Status.ACCEPTED))
         .annotate(max_revision=Subquery(every_version.order_by("-revision").values("revision")[:1]))
     )
-    head = next((r for r in live if r.is_head), None)
-    if live:
-        next_revision = live[0].max_revision + 1  # type: ignore[attr-defined]
+    if locked:
+        next_revision = locked[0].max_revision + 1  # type: ignore[attr-defined]
     else:  # a new fact, or one whose rows are all tombstoned and awaiting purge
         next_revision = (every_version.aggregate(m=Max("revision"))["m"] or 0) + 1
-    common: dict[str, Any] = dict(
+    return _Write(
         principal=principal,
+        assertion=a,
         project=project,
         policy=policy,
         now=now,
+        verified_at=verified_at,
         memory_id=memory_id,
+        locked=locked,
+        head=next((r for r in locked if r.is_head), None),
+        next_revision=next_revision,
     )
 
+
+class Step(enum.StrEnum):
+    """Where the decision order lands an assertion that passed validation and the issuer check."""
+
+    FIRST = "first"  # the fact has no current record: the value becomes its belief (CREATED)
+    HISTORY = "history"  # step 3: stored as history (HISTORY)
+    UNCHANGED = "unchanged"  # step 4, or a repeat of a disputed candidate (UNCHANGED)
+    DISPUTE = "dispute"  # step 5: both kept, a dispute opened (DISPUTED)
+    SUPERSEDE = "supersede"  # step 6: compare-and-swap succeeded, the value becomes the belief (CREATED)
+
+
+@dataclass(frozen=True)
+class Decision:
+    step: Step
+    reason: str = ""  # HISTORY: why it is not current
+    record: MemoryRecord | None = None  # UNCHANGED: the record it repeats
+    dispute: Dispute | None = None  # UNCHANGED: the open dispute whose candidate it repeats
+
+
+def decide(w: _Write) -> Decision:
+    """Steps 3-6 of the decision order on the locked fact. Reads, never writes; a refusal raises
+    (RevisionConflict 409, ExpectedRevisionRequired 428, DisputeOpen 409)."""
+    a, head = w.assertion, w.head
     if head is None:
         if a.expected_revision not in (None, 0):
             raise RevisionConflict(
                 f"expected_revision {a.expected_revision} given, but this fact has no current record.",
                 current=None,
             )
-        record = _new_record(
-            a, revision=next_revision, status=Status.ACCEPTED, verified_at=verified_at,
-            entered_current=True, is_head=True, **common,
-        )  # fmt: skip
-        _audit_assert(principal, record, Outcome.CREATED, now)
-        return AssertResult(Outcome.CREATED, record)
+        return Decision(Step.FIRST)
 
     dispute = None
     if head.status == Status.DISPUTED:
         dispute = Dispute.objects.filter(
-            tenant=tenant,
-            project=project,
+            tenant_id=w.project.tenant_id,
+            project=w.project,
             subject_id=a.subject_id,
             predicate=a.predicate,
             status=Dispute.Status.OPEN,
@@ -348,7 +391,7 @@ def _assert_locked(
     if dispute is not None:
         for candidate in dispute.candidates.all():
             if _same_assertion(candidate, a):
-                return AssertResult(Outcome.UNCHANGED, candidate, dispute)
+                return Decision(Step.UNCHANGED, record=candidate, dispute=dispute)
         raise DisputeOpen(
             "This fact is disputed; resolve the dispute before asserting a new value.",
             dispute_id=dispute.public_id,
@@ -356,8 +399,8 @@ def _assert_locked(
 
     same_source = head.source_canonical_ref == a.source_canonical_ref
     order = compare_source_revisions(a.source_revision, head.source_revision) if same_source else None
-    new_rank = source_rank(policy, a.source_canonical_ref)
-    head_rank = source_rank(policy, head.source_canonical_ref)
+    new_rank = source_rank(w.policy, a.source_canonical_ref)
+    head_rank = source_rank(w.policy, head.source_canonical_ref)
     outranked = new_rank < head_rank
 
     # Step 3: a late import of an older revision, or a lesser source against the canonical one.
@@ -367,21 +410,16 @@ def _assert_locked(
             if not outranked
             else f"The current value comes from the field's canonical source ({head.source_canonical_ref})."
         )
-        record = _new_record(
-            a, revision=next_revision, status=Status.SUPERSEDED, verified_at=verified_at,
-            superseded_by=head, recorded_to=now, status_reason=reason, **common,
-        )  # fmt: skip
-        _audit_assert(principal, record, Outcome.HISTORY, now, reason)
-        return AssertResult(Outcome.HISTORY, record)
+        return Decision(Step.HISTORY, reason=reason)
 
     # Step 4: an idempotent repeat.
     if _same_assertion(head, a):
-        return AssertResult(Outcome.UNCHANGED, head)
+        return Decision(Step.UNCHANGED, record=head)
 
     # Step 5: equal-rank sources that disagree and cannot be ordered.
     orderable = (same_source and order is not None and order > 0) or a.valid_from > head.valid_from
     if new_rank == head_rank and head.status == Status.ACCEPTED and a.value != head.value and not orderable:
-        return _open_dispute(principal, head, a, next_revision, verified_at, common, now)
+        return Decision(Step.DISPUTE)
 
     # Step 6: compare-and-swap on the revision the writer read.
     if a.expected_revision is None:
@@ -394,29 +432,107 @@ def _assert_locked(
             f"expected_revision {a.expected_revision} is stale; the current revision is {head.revision}.",
             current=head,
         )
+    return Decision(Step.SUPERSEDE)
+
+
+def _apply_first(w: _Write, decision: Decision) -> AssertResult:
+    record = _new_record(w, status=Status.ACCEPTED, entered_current=True, is_head=True)
+    _audit_assert(w.principal, record, Outcome.CREATED, w.now)
+    return AssertResult(Outcome.CREATED, record)
+
+
+def _apply_history(w: _Write, decision: Decision) -> AssertResult:
+    record = _new_record(
+        w, status=Status.SUPERSEDED, superseded_by=w.head, recorded_to=w.now, status_reason=decision.reason
+    )
+    _audit_assert(w.principal, record, Outcome.HISTORY, w.now, decision.reason)
+    return AssertResult(Outcome.HISTORY, record)
+
+
+def _apply_unchanged(w: _Write, decision: Decision) -> AssertResult:
+    assert decision.record is not None
+    return AssertResult(Outcome.UNCHANGED, decision.record, decision.dispute)
+
+
+def _apply_dispute(w: _Write, decision: Decision) -> AssertResult:
+    head, now = w.head, w.now
+    assert head is not None
+    before = audit.snapshot(head)
+    head.status = Status.DISPUTED
+    head.save(update_fields=["status"])
+    hooks.belief_ended([head], reason="Disputed: an equal-rank source disagrees.", now=now)
+    _records_changed(head)
+    record = _new_record(w, status=Status.DISPUTED)
+    dispute = Dispute.objects.create(
+        tenant_id=head.tenant_id,
+        project=head.project,
+        subject_id=head.subject_id,
+        predicate=head.predicate,
+        opened_at=now,
+    )
+    dispute.candidates.add(head, record)
+    audit.record_event(
+        tenant=head.tenant_id,
+        actor=w.principal,
+        action=audit.Action.RECORD_DISPUTED,
+        object_type="record",
+        object_id=head.memory_id,
+        before=before,
+        after=audit.snapshot(head),
+        at=now,
+    )
+    _audit_assert(w.principal, record, Outcome.DISPUTED, now)
+    audit.record_event(
+        tenant=head.tenant_id,
+        actor=w.principal,
+        action=audit.Action.DISPUTE_OPENED,
+        object_type="dispute",
+        object_id=dispute.public_id,
+        after={"candidates": [head.memory_id, record.memory_id]},
+        at=now,
+    )
+    return AssertResult(Outcome.DISPUTED, record, dispute)
+
+
+def _apply_supersede(w: _Write, decision: Decision) -> AssertResult:
+    head, now = w.head, w.now
+    assert head is not None
     before = audit.snapshot(head)
     head.is_head = False
     head.save(update_fields=["is_head"])
-    record = _new_record(
-        a, revision=next_revision, status=Status.ACCEPTED, verified_at=verified_at,
-        entered_current=True, is_head=True, **common,
-    )  # fmt: skip
+    record = _new_record(w, status=Status.ACCEPTED, entered_current=True, is_head=True)
     if head.status != Status.ACCEPTED:
         # An excluded or expired head: it stays as it is, now with a successor.
         head.superseded_by = record
         if head.status == Status.EXPIRED:
             head.status = Status.SUPERSEDED
         head.save(update_fields=["superseded_by", "status"])
-    _cut_overlapping(record, now, accepted=live)
+    _cut_overlapping(record, now, accepted=w.locked)
     audit.record_events(
         [
-            audit.Event(actor=principal, action="record.superseded", object_type="record", object_id=head.memory_id,
-                        before=before, after=audit.snapshot(head)),
-            _assert_event(principal, record, Outcome.CREATED),
+            audit.Event(
+                actor=w.principal,
+                action=audit.Action.RECORD_SUPERSEDED,
+                object_type="record",
+                object_id=head.memory_id,
+                before=before,
+                after=audit.snapshot(head),
+            ),
+            _assert_event(w.principal, record, Outcome.CREATED),
         ],
-        tenant=record.tenant_id, at=now,
-    )  # fmt: skip
+        tenant=record.tenant_id,
+        at=now,
+    )
     return AssertResult(Outcome.CREATED, record)
+
+
+_APPLY: dict[Step, Callable[[_Write, Decision], AssertResult]] = {
+    Step.FIRST: _apply_first,
+    Step.HISTORY: _apply_history,
+    Step.UNCHANGED: _apply_unchanged,
+    Step.DISPUTE: _apply_dispute,
+    Step.SUPERSEDE: _apply_supersede,
+}
 
 
 def _same_assertion(record: MemoryRecord, a: Assertion) -> bool:
@@ -427,43 +543,15 @@ def _same_assertion(record: MemoryRecord, a: Assertion) -> bool:
     )
 
 
-def _open_dispute(
-    principal: Principal,
-    head: MemoryRecord,
-    a: Assertion,
-    revision: int,
-    verified_at: datetime | None,
-    common: dict[str, Any],
-    now: datetime,
-) -> AssertResult:
-    before = audit.snapshot(head)
-    head.status = Status.DISPUTED
-    head.save(update_fields=["status"])
-    propagate([head], reason="Disputed: an equal-rank source disagrees.", now=now)
-    _embed_after_commit(head)
-    record = _new_record(a, revision=revision, status=Status.DISPUTED, verified_at=verified_at, **common)
-    dispute = Dispute.objects.create(
-        tenant_id=head.tenant_id, project=head.project, subject_id=head.subject_id, predicate=head.predicate,
-        opened_at=now,
-    )  # fmt: skip
-    dispute.candidates.add(head, record)
-    audit.record_event(
-        tenant=head.tenant_id, actor=principal, action="record.disputed", object_type="record",
-        object_id=head.memory_id, before=before, after=audit.snapshot(head), at=now,
-    )  # fmt: skip
-    _audit_assert(principal, record, Outcome.DISPUTED, now)
-    audit.record_event(
-        tenant=head.tenant_id, actor=principal, action="dispute.opened", object_type="dispute",
-        object_id=dispute.public_id, after={"candidates": [head.memory_id, record.memory_id]}, at=now,
-    )  # fmt: skip
-    return AssertResult(Outcome.DISPUTED, record, dispute)
-
-
 def _assert_event(principal: Principal, record: MemoryRecord, outcome: Outcome, reason: str = "") -> audit.Event:
     return audit.Event(
-        actor=principal, action=f"record.asserted.{outcome.value}", object_type="record",
-        object_id=record.memory_id, after=audit.snapshot(record), reason=reason,
-    )  # fmt: skip
+        actor=principal,
+        action=audit.asserted(outcome),
+        object_type="record",
+        object_id=record.memory_id,
+        after=audit.snapshot(record),
+        reason=reason,
+    )
 
 
 def _audit_assert(
@@ -493,7 +581,7 @@ def _require_reason(reason: str) -> str:
 
 def get_record(principal: Principal, memory_id: str, *, for_update: bool = False) -> MemoryRecord:
     """The principal's tenant's record, or NotFound (another tenant's record is not revealed)."""
-    qs = MemoryRecord.objects.for_tenant(principal.tenant_id)  # type: ignore[arg-type]
+    qs = MemoryRecord.objects.for_tenant(principal.tenant_pk)
     if for_update:
         qs = qs.select_for_update()
     record = qs.select_related("project").filter(memory_id=memory_id).first()
@@ -519,12 +607,19 @@ def exclude_record(principal: Principal, memory_id: str, reason: str, *, now: da
         record.status_reason = reason
         record.save(update_fields=["status", "status_reason"])
         if was_current:
-            propagate([record], reason=f"Excluded: {reason}", now=now)
-        _embed_after_commit(record)
+            hooks.belief_ended([record], reason=f"Excluded: {reason}", now=now)
+        _records_changed(record)
         audit.record_event(
-            tenant=record.tenant_id, actor=principal, action="record.excluded", object_type="record",
-            object_id=record.memory_id, before=before, after=audit.snapshot(record), reason=reason, at=now,
-        )  # fmt: skip
+            tenant=record.tenant_id,
+            actor=principal,
+            action=audit.Action.RECORD_EXCLUDED,
+            object_type="record",
+            object_id=record.memory_id,
+            before=before,
+            after=audit.snapshot(record),
+            reason=reason,
+            at=now,
+        )
     return record
 
 
@@ -557,12 +652,19 @@ def expire_record(
             record.status = Status.EXPIRED
         record.save(update_fields=["valid_to", "valid_to_recorded_at", "status", "status_reason"])
         if record.status == Status.EXPIRED:
-            propagate([record], reason=f"Expired: {reason}", now=now)
-            _embed_after_commit(record)
+            hooks.belief_ended([record], reason=f"Expired: {reason}", now=now)
+            _records_changed(record)
         audit.record_event(
-            tenant=record.tenant_id, actor=principal, action="record.expired", object_type="record",
-            object_id=record.memory_id, before=before, after=audit.snapshot(record), reason=reason, at=now,
-        )  # fmt: skip
+            tenant=record.tenant_id,
+            actor=principal,
+            action=audit.Action.RECORD_EXPIRED,
+            object_type="record",
+            object_id=record.memory_id,
+            before=before,
+            after=audit.snapshot(record),
+            reason=reason,
+            at=now,
+        )
     return record
 
 
@@ -595,61 +697,111 @@ def resolve_dispute(
         raise InvalidInput({"winner": ["Name the winning memory_id, or set exclude_all (not both)."]})
     now = now or timezone.now()
     with transaction.atomic():
-        dispute = get_dispute(principal, public_id, for_update=True)
-        if dispute.status != Dispute.Status.OPEN:
-            raise InvalidState("This dispute is already resolved.")
-        lock_fact(
-            dispute.tenant_id,
-            dispute.project.key,
-            dispute.subject_id,
-            dispute.predicate,
-        )
+        dispute = _lock_open_dispute(principal, public_id)
         candidates = list(dispute.candidates.select_for_update().order_by("revision"))
-        chosen = next((c for c in candidates if c.memory_id == winner), None)
-        if winner and chosen is None:
-            raise InvalidInput({"winner": [f"{winner!r} is not a candidate of this dispute."]})
-        facts = MemoryRecord.objects.for_fact(dispute.project, dispute.subject_id, dispute.predicate)
-        facts.filter(is_head=True).update(is_head=False)
-        # The winner is saved last, after every other head flag is cleared.
-        candidates.sort(key=lambda record: record is chosen)
-        for record in candidates:
-            before = audit.snapshot(record)
-            if exclude_all:
-                record.status = Status.EXCLUDED
-                record.is_head = record.entered_current
-            elif record is chosen:
-                record.status = Status.ACCEPTED
-                record.entered_current = record.is_head = True
-            else:
-                record.status = Status.SUPERSEDED
-                record.is_head = False
-                record.superseded_by = chosen
-                if record.entered_current:
-                    record.recorded_to = now
-                    record.valid_to_recorded_at = now
-                    cut = max(record.valid_from, chosen.valid_from)  # type: ignore[union-attr]
-                    record.valid_to = min(record.valid_to or cut, cut)
-            record.status_reason = reason
-            record.save()
-            audit.record_event(
-                tenant=record.tenant_id, actor=principal, action="record.dispute_resolved", object_type="record",
-                object_id=record.memory_id, before=before, after=audit.snapshot(record), reason=reason, at=now,
-            )  # fmt: skip
+        chosen = _chosen_candidate(candidates, winner)
+        _settle_candidates(principal, dispute, candidates, chosen, reason=reason, exclude_all=exclude_all, now=now)
         if chosen is not None:
             _cut_overlapping(chosen, now)
-        _embed_after_commit(*candidates)
-        dispute.status = Dispute.Status.RESOLVED
-        dispute.resolved_at = now
-        dispute.resolved_by = principal
-        dispute.winner = chosen
-        dispute.resolution_reason = reason
-        dispute.save()
-        audit.record_event(
-            tenant=dispute.tenant_id, actor=principal, action="dispute.resolved", object_type="dispute",
-            object_id=dispute.public_id, reason=reason, at=now,
-            after={"winner": chosen.memory_id if chosen else None, "exclude_all": exclude_all},
-        )  # fmt: skip
+        _records_changed(*candidates)
+        _close_dispute(principal, dispute, chosen, reason=reason, exclude_all=exclude_all, now=now)
     return dispute
+
+
+def _lock_open_dispute(principal: Principal, public_id: str) -> Dispute:
+    """The open dispute, locked, with its fact locked too (no write to the fact slips in meanwhile)."""
+    dispute = get_dispute(principal, public_id, for_update=True)
+    if dispute.status != Dispute.Status.OPEN:
+        raise InvalidState("This dispute is already resolved.")
+    lock_fact(dispute.tenant_id, dispute.project.key, dispute.subject_id, dispute.predicate)
+    return dispute
+
+
+def _chosen_candidate(candidates: list[MemoryRecord], winner: str | None) -> MemoryRecord | None:
+    chosen = next((c for c in candidates if c.memory_id == winner), None)
+    if winner and chosen is None:
+        raise InvalidInput({"winner": [f"{winner!r} is not a candidate of this dispute."]})
+    return chosen
+
+
+def _settle_candidates(
+    principal: Principal,
+    dispute: Dispute,
+    candidates: list[MemoryRecord],
+    chosen: MemoryRecord | None,
+    *,
+    reason: str,
+    exclude_all: bool,
+    now: datetime,
+) -> None:
+    """Give each candidate its final status (excluded, the winner accepted, the others superseded)."""
+    facts = MemoryRecord.objects.for_fact(dispute.project, dispute.subject_id, dispute.predicate)
+    facts.filter(is_head=True).update(is_head=False)
+    # The winner is saved last, after every other head flag is cleared.
+    candidates.sort(key=lambda record: record is chosen)
+    for record in candidates:
+        before = audit.snapshot(record)
+        if exclude_all:
+            record.status = Status.EXCLUDED
+            record.is_head = record.entered_current
+        elif record is chosen:
+            record.status = Status.ACCEPTED
+            record.entered_current = record.is_head = True
+        else:
+            assert chosen is not None
+            _supersede_candidate(record, chosen, now)
+        record.status_reason = reason
+        record.save()
+        audit.record_event(
+            tenant=record.tenant_id,
+            actor=principal,
+            action=audit.Action.RECORD_DISPUTE_RESOLVED,
+            object_type="record",
+            object_id=record.memory_id,
+            before=before,
+            after=audit.snapshot(record),
+            reason=reason,
+            at=now,
+        )
+
+
+def _supersede_candidate(record: MemoryRecord, chosen: MemoryRecord, now: datetime) -> None:
+    """A losing candidate: history, superseded by the winner; if it was ever believed, its belief ends now."""
+    record.status = Status.SUPERSEDED
+    record.is_head = False
+    record.superseded_by = chosen
+    if record.entered_current:
+        record.recorded_to = now
+        record.valid_to_recorded_at = now
+        cut = max(record.valid_from, chosen.valid_from)
+        record.valid_to = min(record.valid_to or cut, cut)
+
+
+def _close_dispute(
+    principal: Principal,
+    dispute: Dispute,
+    chosen: MemoryRecord | None,
+    *,
+    reason: str,
+    exclude_all: bool,
+    now: datetime,
+) -> None:
+    dispute.status = Dispute.Status.RESOLVED
+    dispute.resolved_at = now
+    dispute.resolved_by = principal
+    dispute.winner = chosen
+    dispute.resolution_reason = reason
+    dispute.save()
+    audit.record_event(
+        tenant=dispute.tenant_id,
+        actor=principal,
+        action=audit.Action.DISPUTE_RESOLVED,
+        object_type="dispute",
+        object_id=dispute.public_id,
+        reason=reason,
+        at=now,
+        after={"winner": chosen.memory_id if chosen else None, "exclude_all": exclude_all},
+    )
 
 
 def settle_valid_time_transitions(now: datetime | None = None) -> int:
@@ -678,15 +830,17 @@ def settle_valid_time_transitions(now: datetime | None = None) -> int:
                 count += _settle_rows([pk], now)
             except Exception as exc:
                 task_failures.record_failure(
-                    tenant_id=tenant_id, task="settle_valid_time_transitions", object_type="record",
-                    object_id=memory_id, error=exc, now=now,
-                )  # fmt: skip
+                    tenant_id=tenant_id,
+                    task="settle_valid_time_transitions",
+                    object_type="record",
+                    object_id=memory_id,
+                    error=exc,
+                    now=now,
+                )
     # The other half of the hand-over: records whose valid_from has passed get usable index entries.
-    # Search already decides at query time; this keeps the index's stored flag true. Never fatal here.
-    try:
-        mark_records_in_effect(now)
-    except Exception:
-        logger.exception("Re-marking records that came into effect failed; the next run retries.")
+    # Search already decides at query time; this keeps the index's stored flag true. The derived stores do
+    # it from their hook; a failing hook is logged, never fatal here.
+    hooks.valid_time_settled(now)
     return count
 
 
@@ -704,6 +858,6 @@ def _settle_rows(pks: list[int], now: datetime) -> int:
         count += MemoryRecord.objects.filter(pk__in=[r.pk for r in ended if not r.superseded_by_id]).update(
             status=Status.EXPIRED
         )
-        propagate(ended, reason="Its validity ended.", now=now)
-        _embed_after_commit(*ended)
+        hooks.belief_ended(ended, reason="Its validity ended.", now=now)
+        _records_changed(*ended)
     return count

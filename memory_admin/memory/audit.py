@@ -17,9 +17,10 @@ from memory_admin.memory.models import AuditEvent, MemoryRecord
 class Action(models.TextChoices):
     """The audit log's vocabulary: every action any layer writes, in one list.
 
-    Writers above this layer (deletion) use these values too; the audit page's action filter is built
-    from this list, and tests/test_dashboard_small_fixes.py checks that every action written in the code is
-    in it. Values are plain strings, so an event written as "record.excluded" equals Action.RECORD_EXCLUDED.
+    Every writer passes a member (never a string literal), including writers above this layer (deletion);
+    the audit page's action filter is built from this list, and tests/test_dashboard_small_fixes.py checks
+    that no action is written as a literal. Values are plain strings: an event stored as "record.excluded"
+    equals Action.RECORD_EXCLUDED.
     """
 
     RECORD_ASSERTED_CREATED = "record.asserted.created"
@@ -30,7 +31,7 @@ class Action(models.TextChoices):
     RECORD_EXCLUDED = "record.excluded"
     RECORD_EXPIRED = "record.expired"
     RECORD_DISPUTE_RESOLVED = "record.dispute_resolved"
-    # One per recheck outcome (RecheckAttempt.Outcome): "record.rechecked.<outcome>".
+    # One per recheck result (RecheckAttempt.Result): "record.rechecked.<outcome>".
     RECORD_RECHECKED_VERIFIED_UNCHANGED = "record.rechecked.verified_unchanged"
     RECORD_RECHECKED_VERIFIED_CHANGED = "record.rechecked.verified_changed"
     RECORD_RECHECKED_SOURCE_UNAVAILABLE = "record.rechecked.source_unavailable"
@@ -49,6 +50,16 @@ class Action(models.TextChoices):
     TOMBSTONE_LIFTED = "tombstone.lifted"
     # A background task skipped one row (memory.task_failures).
     TASK_FAILED = "task.failed"
+
+
+def asserted(outcome: str) -> Action:
+    """The action of an assertion's outcome (memory.actions.Outcome); ValueError if it is not audited."""
+    return Action(f"record.asserted.{outcome}")
+
+
+def rechecked(result: str) -> Action:
+    """The action of a recheck attempt's result (RecheckAttempt.Result)."""
+    return Action(f"record.rechecked.{result}")
 
 
 _SNAPSHOT_FIELDS = (
@@ -78,7 +89,7 @@ class Event:
     """An audit event to write; see record_events."""
 
     actor: Principal | None
-    action: str
+    action: Action
     object_type: str
     object_id: str
     before: dict[str, Any] | None = None
@@ -112,7 +123,7 @@ def record_event(
     *,
     tenant: Tenant | int,
     actor: Principal | None,
-    action: str,
+    action: Action,
     object_type: str,
     object_id: str,
     before: dict[str, Any] | None = None,

@@ -1,23 +1,9 @@
-"""Domain errors. Each carries the API's error code and HTTP status, so every door reports alike."""
+"""Domain errors of memory (and the layers above it). Each carries the API's error code and HTTP status,
+so every door reports alike; their base, DomainError, is in the kernel (memory_admin.lib.errors)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-
-class DomainError(Exception):
-    code = "error"
-    status = 400
-
-    def __init__(self, detail: str, *, code_override: str | None = None, **extra: Any) -> None:
-        super().__init__(detail)
-        self.detail = detail
-        self.extra = extra
-        if code_override:
-            self.code = code_override
-
-    def as_payload(self) -> dict[str, Any]:
-        return {"code": self.code, "detail": self.detail, **self.extra}
+from memory_admin.lib.errors import DomainError as DomainError  # re-exported: every layer catches it here
 
 
 class InvalidInput(DomainError):

@@ -10,7 +10,6 @@ asserted, so "what did we believe on Oct 21" still sees the open-ended value of 
 
 from __future__ import annotations
 
-import secrets
 from datetime import datetime
 from typing import Any
 
@@ -20,10 +19,23 @@ from django.db.models import Q
 from django.utils import timezone
 
 from memory_admin.accounts.models import Tenant
+from memory_admin.lib.ids import new_public_id as new_public_id  # re-exported for the layers above
 
 
-def new_public_id(prefix: str) -> str:
-    return f"{prefix}-{secrets.token_hex(8)}"
+class PublicIdModel(models.Model):
+    """A row named in the API by `<public_prefix>-<random hex>`, given on first save (memory, derived and
+    deletion rows alike)."""
+
+    public_prefix = ""
+    public_id = models.CharField(max_length=64, unique=True, default="")
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self.public_id:
+            self.public_id = new_public_id(self.public_prefix)
+        super().save(*args, **kwargs)
 
 
 class Project(models.Model):
@@ -227,13 +239,11 @@ class MemoryRecord(models.Model):
             and (self.valid_to is None or self.valid_to > now)
         )
 
-    @property
-    def fact_label(self) -> str:
-        return f"{self.subject_id} · {self.predicate}"
 
-
-class Dispute(models.Model):
+class Dispute(PublicIdModel):
     """Equal-rank sources that disagree and cannot be ordered: both kept until a person decides."""
+
+    public_prefix = "dsp"
 
     class Status(models.TextChoices):
         OPEN = "open", "Open"
@@ -241,7 +251,6 @@ class Dispute(models.Model):
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="disputes")
-    public_id = models.CharField(max_length=64, unique=True, default="")
     subject_id = models.CharField(max_length=200)
     predicate = models.CharField(max_length=200)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.OPEN)
@@ -271,11 +280,6 @@ class Dispute(models.Model):
             # The disputes queue: open disputes of a tenant, oldest first.
             models.Index(fields=["tenant", "status", "id"], name="dispute_tenant_queue"),
         ]
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        if not self.public_id:
-            self.public_id = new_public_id("dsp")
-        super().save(*args, **kwargs)
 
     def __str__(self) -> str:
         return f"{self.public_id} {self.subject_id}.{self.predicate} ({self.status})"
@@ -397,7 +401,9 @@ class AuditEvent(models.Model):
 class RecheckAttempt(models.Model):
     """One attempt to confirm a record against its field's canonical source (PRODUCT.md rule 7)."""
 
-    class Outcome(models.TextChoices):
+    class Result(models.TextChoices):
+        """What an attempt found; stored in `outcome` (the API's name). Not memory.actions.Outcome."""
+
         VERIFIED_UNCHANGED = "verified_unchanged", "Verified, unchanged"
         VERIFIED_CHANGED = "verified_changed", "Verified, changed"
         SOURCE_UNAVAILABLE = "source_unavailable", "Source unavailable"
@@ -413,7 +419,7 @@ class RecheckAttempt(models.Model):
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
     record = models.ForeignKey(MemoryRecord, on_delete=models.CASCADE, related_name="rechecks")
-    outcome = models.CharField(max_length=20, choices=Outcome.choices)
+    outcome = models.CharField(max_length=20, choices=Result.choices)
     trigger = models.CharField(max_length=10, choices=Trigger.choices)
     observed_value = models.JSONField(null=True, blank=True)
     source_revision = models.CharField(max_length=100, blank=True)
@@ -438,4 +444,4 @@ class RecheckAttempt(models.Model):
 
     @property
     def verified(self) -> bool:
-        return self.outcome in (self.Outcome.VERIFIED_UNCHANGED, self.Outcome.VERIFIED_CHANGED)
+        return self.outcome in (self.Result.VERIFIED_UNCHANGED, self.Result.VERIFIED_CHANGED)

@@ -79,9 +79,14 @@ def save_field_policy(
         except IntegrityError:
             raise InvalidInput({"predicate": ["A policy for this field and project already exists."]}) from None
         audit.record_event(
-            tenant=policy.tenant_id, actor=principal, action="policy.updated" if instance else "policy.created",
-            object_type="field_policy", object_id=str(policy.pk), before=before, after=_policy_snapshot(policy),
-        )  # fmt: skip
+            tenant=policy.tenant_id,
+            actor=principal,
+            action=audit.Action.POLICY_UPDATED if instance else audit.Action.POLICY_CREATED,
+            object_type="field_policy",
+            object_id=str(policy.pk),
+            before=before,
+            after=_policy_snapshot(policy),
+        )
     return policy
 
 
@@ -108,9 +113,13 @@ def delete_field_policy(principal: Principal, policy: FieldPolicy) -> None:
         object_id = str(policy.pk)
         policy.delete()
         audit.record_event(
-            tenant=principal.tenant_id, actor=principal, action="policy.deleted",  # type: ignore[arg-type]
-            object_type="field_policy", object_id=object_id, before=before,
-        )  # fmt: skip
+            tenant=principal.tenant_pk,
+            actor=principal,
+            action=audit.Action.POLICY_DELETED,
+            object_type="field_policy",
+            object_id=object_id,
+            before=before,
+        )
 
 
 def _policy_snapshot(policy: FieldPolicy) -> dict[str, Any]:

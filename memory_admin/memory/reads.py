@@ -121,71 +121,77 @@ def fact_view(
     purpose: Purpose = "answer",
     valid_at: datetime | None = None,
     known_at: datetime | None = None,
+    recheck: RecheckAttempt | None = None,
 ) -> FactView:
-    """What an agent may use for one fact, now or as of (valid_at, known_at).
+    """What an agent may use for one fact, now or as of (valid_at, known_at). Reads only.
 
     1. The answering record (as of the two instants); none → a disputed fact shows its candidates
        and no value, anything else is NotFound.
     2. Freshness from `last_verified_at`/`recheck_after`; a caveat a person can read when not fresh.
     3. For acting: never on a disputed fact; when the field's policy blocks actions on unverified
        values and this one is not fresh → RecheckRequired, carrying the last verified value.
+
+    Verifying before acting is not done here: a door reading for action first calls
+    `rechecks.recheck_before_action` and passes the attempt it made (if any) as `recheck`.
     """
-    now = timezone.now()
-    record = as_of(
-        principal,
-        project_id,
-        subject_id,
-        predicate,
-        valid_at=valid_at,
-        known_at=known_at,
-    )
-    policy = policy_for(principal.tenant_id, project_id, predicate)  # type: ignore[arg-type]
+    record = as_of(principal, project_id, subject_id, predicate, valid_at=valid_at, known_at=known_at)
+    if record is None and recheck is not None:
+        record = recheck.record  # as before the split: the rechecked record answers if nothing else does
     if record is None:
-        dispute = (
-            Dispute.objects.filter(
-                tenant_id=principal.tenant_id,
-                project__key=project_id,
-                subject_id=subject_id,
-                predicate=predicate,
-                status=Dispute.Status.OPEN,
-            )
-            .prefetch_related("candidates__issuer")
-            .first()
-        )
-        if dispute is None:
-            head = fact_records(principal, project_id, subject_id, predicate).filter(is_head=True).first()
-            reason = f"its current record is {head.status}" if head else "nothing is recorded"
-            raise NotFound(f"No usable value for {subject_id}.{predicate} in {project_id}: {reason}.")
-        if purpose == "action":
-            raise FactDisputed(
-                "This fact is disputed; no value may be acted on until the dispute is resolved.",
-                dispute_id=dispute.public_id,
-            )
-        return FactView(
-            record=None,
-            status=Status.DISPUTED,
-            freshness=None,
-            last_verified_at=None,
-            last_verified_value=None,
-            caveat="Sources disagree and no rule orders them; an owner must resolve the dispute.",
-            action_allowed=False,
-            candidates=list(dispute.candidates.all()),
-            dispute=dispute,
-        )
+        return _disputed_view(principal, project_id, subject_id, predicate, purpose=purpose)
+    fresh_required = must_be_fresh_for_action(policy_for(principal.tenant_pk, project_id, predicate))
+    view, attempt = _record_view(record, recheck, fresh_required=fresh_required)
+    if purpose == "action" and not view.action_allowed and fresh_required:
+        raise _recheck_required(view, record, predicate, attempt)
+    return view
 
-    fresh_required = must_be_fresh_for_action(policy)
-    attempt = None
-    if purpose == "action" and valid_at is None and known_at is None and record.status == Status.ACCEPTED:
-        if policy is not None and (policy.recheck_before_action or freshness_of(record, now) != "fresh"):
-            from memory_admin.memory import rechecks
 
-            if rechecks.can_fetch(policy):
-                # Recheck before acting, bounded by the connector's timeout; a change supersedes.
-                attempt = rechecks.recheck_now(record, trigger=RecheckAttempt.Trigger.ACTION)
-                now = timezone.now()
-                record = as_of(principal, project_id, subject_id, predicate) or record
-    freshness = freshness_of(record, now)
+def _disputed_view(
+    principal: Principal, project_id: str, subject_id: str, predicate: str, *, purpose: Purpose
+) -> FactView:
+    """No record answers: an open dispute shows its candidates (and refuses acting); else NotFound."""
+    dispute = (
+        Dispute.objects.filter(
+            tenant_id=principal.tenant_id,
+            project__key=project_id,
+            subject_id=subject_id,
+            predicate=predicate,
+            status=Dispute.Status.OPEN,
+        )
+        .prefetch_related("candidates__issuer")
+        .first()
+    )
+    if dispute is None:
+        head = fact_records(principal, project_id, subject_id, predicate).filter(is_head=True).first()
+        reason = f"its current record is {head.status}" if head else "nothing is recorded"
+        raise NotFound(f"No usable value for {subject_id}.{predicate} in {project_id}: {reason}.")
+    if purpose == "action":
+        raise FactDisputed(
+            "This fact is disputed; no value may be acted on until the dispute is resolved.",
+            dispute_id=dispute.public_id,
+        )
+    return FactView(
+        record=None,
+        status=Status.DISPUTED,
+        freshness=None,
+        last_verified_at=None,
+        last_verified_value=None,
+        caveat="Sources disagree and no rule orders them; an owner must resolve the dispute.",
+        action_allowed=False,
+        candidates=list(dispute.candidates.all()),
+        dispute=dispute,
+    )
+
+
+def _record_view(
+    record: MemoryRecord, recheck: RecheckAttempt | None, *, fresh_required: bool
+) -> tuple[FactView, RecheckAttempt | None]:
+    """The view of an answering record, and the attempt that explains it: the recheck just made, else the
+    latest failed one when the value is not fresh. Acting is allowed on an accepted value that is verified
+    now, or on any accepted value when the field's policy does not demand freshness."""
+    freshness = freshness_of(record, timezone.now())
     verified_at, verified_value = _last_verified(record)
+    attempt = recheck
     if attempt is not None:
         verified_now = attempt.verified
     else:
@@ -204,17 +210,22 @@ def fact_view(
         caveat=caveat,
         action_allowed=action_allowed,
     )
-    if purpose == "action" and not action_allowed and fresh_required:
-        raise RecheckRequired(
-            f"{caveat} Actions that depend on {predicate} are on hold until it is verified.",
-            memory_id=record.memory_id,
-            last_verified_value=verified_value,
-            last_verified_at=_when(verified_at) if verified_at else None,
-            recheck_after=record.recheck_after.isoformat() if record.recheck_after else None,
-            caveat=caveat,
-            recheck_outcome=attempt.outcome if attempt is not None else None,
-        )
-    return view
+    return view, attempt
+
+
+def _recheck_required(
+    view: FactView, record: MemoryRecord, predicate: str, attempt: RecheckAttempt | None
+) -> RecheckRequired:
+    """The 409 for acting on a value the policy demands verified: it carries the last verified value."""
+    return RecheckRequired(
+        f"{view.caveat} Actions that depend on {predicate} are on hold until it is verified.",
+        memory_id=record.memory_id,
+        last_verified_value=view.last_verified_value,
+        last_verified_at=_when(view.last_verified_at) if view.last_verified_at else None,
+        recheck_after=record.recheck_after.isoformat() if record.recheck_after else None,
+        caveat=view.caveat,
+        recheck_outcome=attempt.outcome if attempt is not None else None,
+    )
 
 
 def _latest_failed_attempt(record: MemoryRecord) -> RecheckAttempt | None:
@@ -241,10 +252,10 @@ def _caveat(
         base = f"Last verified {_when(verified_at)} (value then: {json.dumps(verified_value, ensure_ascii=False)})."
     if attempt is not None and not attempt.verified:
         why = {
-            RecheckAttempt.Outcome.SOURCE_UNAVAILABLE: "the canonical source could not be reached",
-            RecheckAttempt.Outcome.SOURCE_AMBIGUOUS: "the canonical source's answer was ambiguous",
-            RecheckAttempt.Outcome.NOT_CHECKED: "it was not checked",
-        }[RecheckAttempt.Outcome(attempt.outcome)]
+            RecheckAttempt.Result.SOURCE_UNAVAILABLE: "the canonical source could not be reached",
+            RecheckAttempt.Result.SOURCE_AMBIGUOUS: "the canonical source's answer was ambiguous",
+            RecheckAttempt.Result.NOT_CHECKED: "it was not checked",
+        }[RecheckAttempt.Result(attempt.outcome)]
         return f"{base} It could not be confirmed at {_when(attempt.attempted_at)}: {why} ({attempt.error})."
     if freshness == "recheck_due":
         return f"{base} A recheck was due {_when(record.recheck_after)}; it has not been confirmed since."

@@ -17,7 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from memory_admin.accounts.models import Principal, Role, Tenant
-from memory_admin.memory import audit, validation
+from memory_admin.memory import audit, reads, validation
 from memory_admin.memory.actions import Assertion, Outcome, assert_fact
 from memory_admin.memory.connectors import (
     CannotFetch,
@@ -30,7 +30,7 @@ from memory_admin.memory.errors import Forbidden, InvalidInput
 from memory_admin.memory.models import FieldPolicy, MemoryRecord, RecheckAttempt
 from memory_admin.memory.policies import CANONICAL_ISSUER, authorize_issuer, policy_for
 
-Result = RecheckAttempt.Outcome
+Result = RecheckAttempt.Result
 Trigger = RecheckAttempt.Trigger
 Status = MemoryRecord.Status
 
@@ -92,59 +92,113 @@ def record_recheck(
     with transaction.atomic():
         locked = MemoryRecord.objects.select_for_update().select_related("project").get(pk=record.pk)
         policy = policy_for(locked.tenant_id, locked.project.key, locked.predicate)
-        if outcome in (Result.VERIFIED_UNCHANGED, Result.VERIFIED_CHANGED) and not (
-            locked.status == Status.ACCEPTED and locked.is_head
-        ):
-            error = f"Not applied: the record is no longer the current belief ({locked.status}). {error}".strip()
-            outcome = Result.NOT_CHECKED
+        outcome, error = _effective_outcome(locked, outcome, observed_value, error)
         attempt = RecheckAttempt(
-            tenant_id=locked.tenant_id, record=locked, outcome=outcome, trigger=trigger, observed_value=observed_value,
-            source_revision=source_revision[:100], source_ref=source_ref[:500], reporter=reporter,
-            duration_ms=duration_ms, error=error, attempted_at=now,
-        )  # fmt: skip
+            tenant_id=locked.tenant_id,
+            record=locked,
+            outcome=outcome,
+            trigger=trigger,
+            observed_value=observed_value,
+            source_revision=source_revision[:100],
+            source_ref=source_ref[:500],
+            reporter=reporter,
+            duration_ms=duration_ms,
+            error=error,
+            attempted_at=now,
+        )
         before = audit.snapshot(locked)
-        if outcome == Result.VERIFIED_CHANGED and observed_value == locked.value:
-            attempt.outcome = outcome = Result.VERIFIED_UNCHANGED
         if outcome == Result.VERIFIED_UNCHANGED:
-            locked.last_verified_at = now
-            interval = policy.recheck_interval if policy else None
-            locked.recheck_after = now + min(interval, validation.MAX_DURATION) if interval else None
-            locked.recheck_claimed_at = None
-            locked.attention = ""
-            locked.save(update_fields=["last_verified_at", "recheck_after", "recheck_claimed_at", "attention"])
+            _apply_verified(locked, policy, now)
         elif outcome == Result.VERIFIED_CHANGED:
-            result = assert_fact(
-                issuer or canonical_issuer(locked.tenant_id),
-                Assertion(
-                    project_id=locked.project.key, subject_id=locked.subject_id, predicate=locked.predicate,
-                    value=observed_value, valid_from=now, source_canonical_ref=_canonical_ref(locked, policy, source_ref),
-                    source_revision=source_revision or now.isoformat(), expected_revision=locked.revision,
-                ),
-                now=now, verified_at=now,
-            )  # fmt: skip
-            if result.outcome == Outcome.CREATED:
-                attempt.new_record = result.record
-            else:
-                attempt.outcome = Result.SOURCE_AMBIGUOUS
-                attempt.error = (
-                    f"The source's value could not become current ({result.outcome.value}: source revision "
-                    f"{source_revision!r} does not order after {locked.source_revision!r}). {error}"
-                ).strip()
-            locked.refresh_from_db()
-            locked.recheck_claimed_at = None
-            locked.attention = attempt.error if attempt.outcome == Result.SOURCE_AMBIGUOUS else ""
-            locked.save(update_fields=["recheck_claimed_at", "attention"])
+            _apply_changed(locked, attempt, policy, source_revision, source_ref, issuer=issuer, now=now)
         elif outcome == Result.SOURCE_AMBIGUOUS or (outcome == Result.NOT_CHECKED and trigger != Trigger.ACTION):
-            if outcome == Result.SOURCE_AMBIGUOUS or error:
-                locked.attention = error or "The canonical source's answer was ambiguous."
-                locked.save(update_fields=["attention"])
+            _flag_for_owner(locked, outcome, error)
         attempt.save()
         audit.record_event(
-            tenant=locked.tenant_id, actor=reporter, action=f"record.rechecked.{attempt.outcome}",
-            object_type="record", object_id=locked.memory_id, before=before, after=audit.snapshot(locked),
-            reason=attempt.error, at=now,
-        )  # fmt: skip
+            tenant=locked.tenant_id,
+            actor=reporter,
+            action=audit.rechecked(attempt.outcome),
+            object_type="record",
+            object_id=locked.memory_id,
+            before=before,
+            after=audit.snapshot(locked),
+            reason=attempt.error,
+            at=now,
+        )
     return attempt
+
+
+def _effective_outcome(locked: MemoryRecord, outcome: str, observed_value: Any, error: str) -> tuple[str, str]:
+    """What a reported outcome counts as: a verified one for a record no longer the current belief is
+    not_checked (with why), and a "changed" value equal to the record's is unchanged."""
+    if outcome in (Result.VERIFIED_UNCHANGED, Result.VERIFIED_CHANGED) and not (
+        locked.status == Status.ACCEPTED and locked.is_head
+    ):
+        error = f"Not applied: the record is no longer the current belief ({locked.status}). {error}".strip()
+        return Result.NOT_CHECKED, error
+    if outcome == Result.VERIFIED_CHANGED and observed_value == locked.value:
+        return Result.VERIFIED_UNCHANGED, error
+    return outcome, error
+
+
+def _apply_verified(locked: MemoryRecord, policy: FieldPolicy | None, now: datetime) -> None:
+    """verified_unchanged: the record is verified now; its next recheck is one policy interval away."""
+    locked.last_verified_at = now
+    interval = policy.recheck_interval if policy else None
+    locked.recheck_after = now + min(interval, validation.MAX_DURATION) if interval else None
+    locked.recheck_claimed_at = None
+    locked.attention = ""
+    locked.save(update_fields=["last_verified_at", "recheck_after", "recheck_claimed_at", "attention"])
+
+
+def _apply_changed(
+    locked: MemoryRecord,
+    attempt: RecheckAttempt,
+    policy: FieldPolicy | None,
+    source_revision: str,
+    source_ref: str,
+    *,
+    issuer: Principal | None,
+    now: datetime,
+) -> None:
+    """verified_changed: the observed value supersedes the record (verified now); if it cannot become
+    current, the attempt is source_ambiguous and the record is flagged for an owner. `source_revision` and
+    `source_ref` are the reported strings in full (the attempt keeps them cut to its columns)."""
+    result = assert_fact(
+        issuer or canonical_issuer(locked.tenant_id),
+        Assertion(
+            project_id=locked.project.key,
+            subject_id=locked.subject_id,
+            predicate=locked.predicate,
+            value=attempt.observed_value,
+            valid_from=now,
+            source_canonical_ref=_canonical_ref(locked, policy, source_ref),
+            source_revision=source_revision or now.isoformat(),
+            expected_revision=locked.revision,
+        ),
+        now=now,
+        verified_at=now,
+    )
+    if result.outcome == Outcome.CREATED:
+        attempt.new_record = result.record
+    else:
+        attempt.outcome = Result.SOURCE_AMBIGUOUS
+        attempt.error = (
+            f"The source's value could not become current ({result.outcome.value}: source revision "
+            f"{source_revision!r} does not order after {locked.source_revision!r}). {attempt.error}"
+        ).strip()
+    locked.refresh_from_db()
+    locked.recheck_claimed_at = None
+    locked.attention = attempt.error if attempt.outcome == Result.SOURCE_AMBIGUOUS else ""
+    locked.save(update_fields=["recheck_claimed_at", "attention"])
+
+
+def _flag_for_owner(locked: MemoryRecord, outcome: str, error: str) -> None:
+    """An ambiguous source, or a not_checked with a reason (a manual field waiting for a person), needs an
+    owner's attention; `last_verified_at` never moves."""
+    if outcome == Result.SOURCE_AMBIGUOUS or error:
+        locked.attention = error or "The canonical source's answer was ambiguous."
+        locked.save(update_fields=["attention"])
 
 
 def can_fetch(policy: FieldPolicy | None) -> bool:
@@ -163,27 +217,81 @@ def recheck_now(record: MemoryRecord, *, trigger: str, reporter: Principal | Non
     connector = connector_for(policy.canonical_source if policy else None)
     if connector is None:
         why = "no field policy" if policy is None else "the field's policy names no canonical source"
-        return record_recheck(record, outcome=Result.NOT_CHECKED, trigger=trigger, reporter=reporter,
-                              error=f"Not checked: {why}.")  # fmt: skip
+        return record_recheck(
+            record, outcome=Result.NOT_CHECKED, trigger=trigger, reporter=reporter, error=f"Not checked: {why}."
+        )
     key = FactKey(record.project.key, record.subject_id, record.predicate)
     started = time.monotonic()
     try:
         observation = connector.fetch(key)
     except CannotFetch:
-        return record_recheck(record, outcome=Result.NOT_CHECKED, trigger=trigger, reporter=reporter,
-                              error="Awaiting manual verification by a person.")  # fmt: skip
+        return record_recheck(
+            record,
+            outcome=Result.NOT_CHECKED,
+            trigger=trigger,
+            reporter=reporter,
+            error="Awaiting manual verification by a person.",
+        )
     except SourceUnavailable as exc:
-        return record_recheck(record, outcome=Result.SOURCE_UNAVAILABLE, trigger=trigger, reporter=reporter,
-                              duration_ms=_ms(started), error=str(exc))  # fmt: skip
+        return record_recheck(
+            record,
+            outcome=Result.SOURCE_UNAVAILABLE,
+            trigger=trigger,
+            reporter=reporter,
+            duration_ms=_ms(started),
+            error=str(exc),
+        )
     except SourceAmbiguous as exc:
-        return record_recheck(record, outcome=Result.SOURCE_AMBIGUOUS, trigger=trigger, reporter=reporter,
-                              duration_ms=_ms(started), error=str(exc),
-                              observed_value=exc.candidates or None)  # fmt: skip
+        return record_recheck(
+            record,
+            outcome=Result.SOURCE_AMBIGUOUS,
+            trigger=trigger,
+            reporter=reporter,
+            duration_ms=_ms(started),
+            error=str(exc),
+            observed_value=exc.candidates or None,
+        )
     outcome = Result.VERIFIED_UNCHANGED if observation.value == record.value else Result.VERIFIED_CHANGED
     return record_recheck(
-        record, outcome=outcome, trigger=trigger, observed_value=observation.value, reporter=reporter,
-        source_revision=observation.revision, source_ref=observation.ref, duration_ms=_ms(started),
-    )  # fmt: skip
+        record,
+        outcome=outcome,
+        trigger=trigger,
+        observed_value=observation.value,
+        reporter=reporter,
+        source_revision=observation.revision,
+        source_ref=observation.ref,
+        duration_ms=_ms(started),
+    )
+
+
+def recheck_before_action(
+    principal: Principal,
+    project_id: str,
+    subject_id: str,
+    predicate: str,
+    *,
+    purpose: str,
+    valid_at: datetime | None = None,
+    known_at: datetime | None = None,
+) -> RecheckAttempt | None:
+    """Verify before acting (PRODUCT.md rule 8): the step a door takes before reading a fact for action.
+
+    Only a read for acting on the current value (no `valid_at`/`known_at`) of an accepted record whose
+    field policy asks for it (`recheck_before_action`, or the value is not fresh) and whose canonical
+    source can be fetched without a person is rechecked now, bounded by the connector's timeout; a
+    changed value supersedes. The attempt (or None) is handed to `reads.fact_view(recheck=...)`.
+    """
+    if purpose != "action" or valid_at is not None or known_at is not None:
+        return None
+    record = reads.current(principal, project_id, subject_id, predicate)
+    if record is None or record.status != Status.ACCEPTED:
+        return None
+    policy = policy_for(principal.tenant_pk, project_id, predicate)
+    if policy is None or not (policy.recheck_before_action or reads.freshness_of(record, timezone.now()) != "fresh"):
+        return None
+    if not can_fetch(policy):
+        return None
+    return recheck_now(record, trigger=Trigger.ACTION)
 
 
 def _ms(started: float) -> int:
@@ -205,14 +313,20 @@ def test_source(policy: FieldPolicy, subject_id: str, project_id: str | None = N
     except SourceUnavailable as exc:
         return {"outcome": Result.SOURCE_UNAVAILABLE, "detail": str(exc), "duration_ms": _ms(started)}
     except SourceAmbiguous as exc:
-        return {"outcome": Result.SOURCE_AMBIGUOUS, "detail": str(exc), "candidates": exc.candidates,
-                "duration_ms": _ms(started)}  # fmt: skip
-    current = (
-        MemoryRecord.objects.filter(
-            tenant_id=policy.tenant_id, project__key=project, subject_id=subject_id, predicate=policy.predicate,
-            is_head=True, status=Status.ACCEPTED,
-        ).first()
-    )  # fmt: skip
+        return {
+            "outcome": Result.SOURCE_AMBIGUOUS,
+            "detail": str(exc),
+            "candidates": exc.candidates,
+            "duration_ms": _ms(started),
+        }
+    current = MemoryRecord.objects.filter(
+        tenant_id=policy.tenant_id,
+        project__key=project,
+        subject_id=subject_id,
+        predicate=policy.predicate,
+        is_head=True,
+        status=Status.ACCEPTED,
+    ).first()
     if current is None:
         conclusion, detail = "no_current_record", "The source answers, but we hold no current value to compare."
     elif current.value == observation.value:
@@ -220,10 +334,14 @@ def test_source(policy: FieldPolicy, subject_id: str, project_id: str | None = N
     else:
         conclusion, detail = Result.VERIFIED_CHANGED, "The source has a different value; a recheck would supersede."
     return {
-        "outcome": conclusion, "detail": detail, "observed_value": observation.value,
-        "source_revision": observation.revision, "url": observation.ref, "duration_ms": _ms(started),
+        "outcome": conclusion,
+        "detail": detail,
+        "observed_value": observation.value,
+        "source_revision": observation.revision,
+        "url": observation.ref,
+        "duration_ms": _ms(started),
         "current_value": current.value if current else None,
-    }  # fmt: skip
+    }
 
 
 def report_recheck(
@@ -265,9 +383,16 @@ def report_recheck(
             error = f"Not verified: {why_not} {claim} {error}".strip()
             outcome = Result.NOT_CHECKED
     return record_recheck(
-        record, outcome=outcome, trigger=trigger, observed_value=observed_value, source_revision=source_revision,
-        source_ref=source_ref, reporter=reporter, issuer=reporter, error=error,
-    )  # fmt: skip
+        record,
+        outcome=outcome,
+        trigger=trigger,
+        observed_value=observed_value,
+        source_revision=source_revision,
+        source_ref=source_ref,
+        reporter=reporter,
+        issuer=reporter,
+        error=error,
+    )
 
 
 def not_the_source(principal: Principal, policy: FieldPolicy | None) -> str:

@@ -42,16 +42,25 @@ def record_failure(
     try:
         with transaction.atomic():
             seen = AuditEvent.objects.filter(
-                tenant_id=tenant_id, object_type=object_type, object_id=object_id[:64], action=FAILED_ACTION,
-                reason__startswith=f"{task}:", at__gte=now - REPEAT_AFTER,
-            ).exists()  # fmt: skip
+                tenant_id=tenant_id,
+                object_type=object_type,
+                object_id=object_id[:64],
+                action=FAILED_ACTION,
+                reason__startswith=f"{task}:",
+                at__gte=now - REPEAT_AFTER,
+            ).exists()
             if seen:
                 return False
             audit.record_event(
-                tenant=tenant_id, actor=None, action=FAILED_ACTION, object_type=object_type[:32],
-                object_id=object_id[:64], reason=f"{task}: {detail}"[:2000], after={"task": task, "error": detail[:2000]},
+                tenant=tenant_id,
+                actor=None,
+                action=FAILED_ACTION,
+                object_type=object_type[:32],
+                object_id=object_id[:64],
+                reason=f"{task}: {detail}"[:2000],
+                after={"task": task, "error": detail[:2000]},
                 at=now,
-            )  # fmt: skip
+            )
     except Exception:
         logger.exception("Could not record the failure of %s on %s %s", task, object_type, object_id)
         return False

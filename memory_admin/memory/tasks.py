@@ -51,6 +51,6 @@ def recheck_record(self: Any, record_id: int) -> str:
             tenant_id=ids[0], task="recheck_record", object_type="record", object_id=ids[1], error=exc
         )
         return "failed"
-    if attempt.outcome == RecheckAttempt.Outcome.SOURCE_UNAVAILABLE and self.request.retries < self.max_retries:
+    if attempt.outcome == RecheckAttempt.Result.SOURCE_UNAVAILABLE and self.request.retries < self.max_retries:
         raise self.retry(countdown=settings.RECHECK_RETRY_DELAY * 2**self.request.retries)
     return str(attempt.outcome)

@@ -7,11 +7,16 @@ from typing import Any
 
 from django.utils import timezone
 from django.utils.duration import duration_iso_string
+from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
 from memory_admin.memory import validation
 from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord, RecheckAttempt
 from memory_admin.memory.reads import FactView
+
+# record_payload and source_payload moved to memory/shapes.py (the record format's domain home); re-exported here.
+from memory_admin.memory.shapes import record_payload as record_payload
+from memory_admin.memory.shapes import source_payload as source_payload
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -74,49 +79,29 @@ class ISODurationField(serializers.Field):
         return duration_iso_string(value)
 
 
-def source_payload(record: MemoryRecord) -> dict[str, Any]:
-    """Where a record's value came from; the issuer is the authenticated principal that wrote it."""
-    return {
-        "canonical_ref": record.source_canonical_ref,
-        "revision": record.source_revision,
-        "issuer_principal_id": record.issuer.name or record.issuer.username,
-        "event_ids": record.source_event_ids,
-    }
+class IsoDateTimeField(serializers.DateTimeField):
+    """A datetime rendered as Python's `isoformat()` (offset kept, never rewritten to Z), as every
+    payload of this API shows one."""
 
-
-def record_payload(record: MemoryRecord) -> dict[str, Any]:
-    """The record format of PRODUCT.md, every field."""
-    return {
-        "memory_id": record.memory_id,
-        "project_id": record.project.key,
-        "subject_id": record.subject_id,
-        "predicate": record.predicate,
-        "value": record.value,
-        "status": record.status,
-        "valid_from": _iso(record.valid_from),
-        "valid_to": _iso(record.valid_to),
-        "recorded_from": _iso(record.recorded_from),
-        "recorded_to": _iso(record.recorded_to),
-        "last_verified_at": _iso(record.last_verified_at),
-        "recheck_after": _iso(record.recheck_after),
-        "retain_until": _iso(record.retain_until),
-        "revision": record.revision,
-        "source": source_payload(record),
-        "supersedes": [older.memory_id for older in record.supersedes.all()],
-        "superseded_by": record.superseded_by.memory_id if record.superseded_by_id else None,  # type: ignore[union-attr]
-        "derived_from": record.derived_from,
-        "status_reason": record.status_reason,
-    }
+    def to_representation(self, value: Any) -> str:
+        return value.isoformat()  # type: ignore[no-any-return]  # DRF renders None itself, without calling this
 
 
 class SourceOutSerializer(serializers.Serializer):
+    """Where a record's value came from (rendered by source_payload)."""
+
     canonical_ref = serializers.CharField()
     revision = serializers.CharField()
     issuer_principal_id = serializers.CharField()
+    event_ids = serializers.ListField(child=serializers.CharField())
+
+    def to_representation(self, instance: MemoryRecord) -> dict[str, Any]:
+        return source_payload(instance)
 
 
 class RecordSerializer(serializers.Serializer):
-    """Response shape of one record (documented for the schema; rendered by record_payload)."""
+    """One record in the format of PRODUCT.md: the schema of every answer carrying a record, and its
+    renderer (through record_payload, the shape exports and error answers share)."""
 
     memory_id = serializers.CharField()
     project_id = serializers.CharField()
@@ -172,8 +157,26 @@ class AssertFactSerializer(serializers.Serializer):
 
 
 class AssertResultSerializer(RecordSerializer):
+    """Answer of `POST /records/`: the record, what the write did, and the dispute it opened if any.
+    Rendered from an `actions.AssertResult` (its record re-read with its public relations)."""
+
     outcome = serializers.ChoiceField(choices=["created", "history", "unchanged", "disputed"])
     dispute_id = serializers.CharField(required=False)
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        record, result = instance
+        payload = record_payload(record)
+        payload["outcome"] = result.outcome.value
+        if result.dispute is not None:
+            payload["dispute_id"] = result.dispute.public_id
+        return payload
+
+
+class RecordHistorySerializer(serializers.Serializer):
+    """Answer of `GET /records/{memory_id}/history/`: every version, oldest revision first."""
+
+    memory_id = serializers.CharField()
+    results = RecordSerializer(many=True)
 
 
 class ReasonSerializer(serializers.Serializer):
@@ -237,8 +240,24 @@ def fact_payload(view: FactView, project_id: str, subject_id: str, predicate: st
     }
 
 
+class CandidateSerializer(serializers.Serializer):
+    """One of the disagreeing values of a disputed fact (rendered by candidate_payload)."""
+
+    memory_id = serializers.CharField()
+    value = serializers.JSONField()
+    revision = serializers.IntegerField()
+    valid_from = IsoDateTimeField()
+    recorded_from = IsoDateTimeField()
+    source = SourceOutSerializer()  # type: ignore[assignment]
+
+    def to_representation(self, instance: MemoryRecord) -> dict[str, Any]:
+        return candidate_payload(instance)
+
+
+@extend_schema_serializer(many=False)  # one object, though served by a `list` route
 class FactSerializer(serializers.Serializer):
-    """Response of `GET /facts/current/` (documented for the schema; rendered by fact_payload)."""
+    """Answer of `GET /facts/current/`, rendered from a `reads.FactView` and the asked key in the context
+    (`{"key": (project_id, subject_id, predicate)}`) by fact_payload."""
 
     project_id = serializers.CharField()
     subject_id = serializers.CharField()
@@ -251,11 +270,16 @@ class FactSerializer(serializers.Serializer):
     last_verified_at = serializers.DateTimeField(allow_null=True)
     last_verified_value = serializers.JSONField(allow_null=True)
     recheck_after = serializers.DateTimeField(allow_null=True)
+    valid_from = serializers.DateTimeField(allow_null=True)
+    valid_to = serializers.DateTimeField(allow_null=True)
     source = SourceOutSerializer(allow_null=True)  # type: ignore[assignment]
     caveat = serializers.CharField(allow_null=True)
     action_allowed = serializers.BooleanField()
-    candidates = serializers.ListField(child=serializers.DictField())
+    candidates = CandidateSerializer(many=True)
     dispute_id = serializers.CharField(allow_null=True)
+
+    def to_representation(self, instance: FactView) -> dict[str, Any]:
+        return fact_payload(instance, *self.context["key"])
 
 
 def dispute_payload(dispute: Dispute) -> dict[str, Any]:
@@ -285,7 +309,7 @@ class DisputeSerializer(serializers.Serializer):
     resolved_by = serializers.CharField(allow_null=True)
     winner = serializers.CharField(allow_null=True)
     reason = serializers.CharField()
-    candidates = serializers.ListField(child=serializers.DictField())
+    candidates = CandidateSerializer(many=True)
 
     def to_representation(self, instance: Dispute) -> dict[str, Any]:
         return dispute_payload(instance)
@@ -339,7 +363,7 @@ class FieldPolicySerializer(serializers.ModelSerializer):
 class RecheckReportSerializer(serializers.Serializer):
     """Body of `POST /records/{memory_id}/rechecks/`."""
 
-    outcome = serializers.ChoiceField(choices=RecheckAttempt.Outcome.choices)
+    outcome = serializers.ChoiceField(choices=RecheckAttempt.Result.choices)
     observed_value = serializers.JSONField(required=False, allow_null=True)
     source_revision = serializers.CharField(required=False, allow_blank=True, max_length=100, default="")
     source_ref = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")
@@ -366,7 +390,7 @@ def attempt_payload(attempt: RecheckAttempt) -> dict[str, Any]:
 class RecheckAttemptSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     memory_id = serializers.CharField()
-    outcome = serializers.ChoiceField(choices=RecheckAttempt.Outcome.choices)
+    outcome = serializers.ChoiceField(choices=RecheckAttempt.Result.choices)
     trigger = serializers.ChoiceField(choices=RecheckAttempt.Trigger.choices)
     observed_value = serializers.JSONField(allow_null=True)
     source_revision = serializers.CharField()
@@ -377,7 +401,34 @@ class RecheckAttemptSerializer(serializers.Serializer):
     new_memory_id = serializers.CharField(allow_null=True)
     attempted_at = serializers.DateTimeField()
 
+    def to_representation(self, instance: RecheckAttempt) -> dict[str, Any]:
+        return attempt_payload(instance)
+
+
+class RecheckListSerializer(serializers.Serializer):
+    """Answer of `GET /records/{memory_id}/rechecks/`: the record's attempts, newest first (at most 200)."""
+
+    memory_id = serializers.CharField()
+    results = RecheckAttemptSerializer(many=True)
+
 
 class SourceTestSerializer(serializers.Serializer):
     subject_id = IdentifierField("subject_id")
     project_id = IdentifierField("project_id", required=False)
+
+
+class SourceTestResultSerializer(serializers.Serializer):
+    """Answer of `POST /field-policies/{id}/test/` (rechecks.test_source): what a recheck would conclude
+    now. Only `outcome` and `detail` are always present; the rest depend on what the source answered."""
+
+    outcome = serializers.CharField()
+    detail = serializers.CharField()
+    observed_value = serializers.JSONField(required=False, allow_null=True)
+    source_revision = serializers.CharField(required=False)
+    url = serializers.CharField(required=False)
+    duration_ms = serializers.IntegerField(required=False)
+    current_value = serializers.JSONField(required=False, allow_null=True)
+    candidates = serializers.JSONField(required=False, allow_null=True)
+
+    def to_representation(self, instance: dict[str, Any]) -> dict[str, Any]:
+        return instance

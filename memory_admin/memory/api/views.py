@@ -12,13 +12,13 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from memory_admin.accounts.models import Principal
+from memory_admin.accounts.models import principal_of
 from memory_admin.accounts.permissions import IsAdminRoleOrComplianceReading
 from memory_admin.derived import caches
+from memory_admin.lib.pagination import OldestFirstCursorPagination
 from memory_admin.memory import actions, policies, reads, rechecks
 from memory_admin.memory.actions import Assertion, Outcome
 from memory_admin.memory.api import serializers as s
-from memory_admin.memory.api.pagination import OldestFirstCursorPagination
 from memory_admin.memory.errors import NotFound
 from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord, RecordQuerySet
 
@@ -28,10 +28,6 @@ _OUTCOME_STATUS = {
     Outcome.UNCHANGED: status.HTTP_200_OK,
     Outcome.DISPUTED: status.HTTP_202_ACCEPTED,
 }
-
-
-def _principal(request: Request) -> Principal:
-    return request.user  # type: ignore[return-value]
 
 
 def _query(serializer_class: type[s.serializers.Serializer], request: Request) -> dict[str, Any]:
@@ -46,7 +42,7 @@ class RecordViewSet(viewsets.GenericViewSet):
     lookup_value_regex = r"[A-Za-z0-9_.:\-]+"
 
     def get_queryset(self) -> QuerySet[MemoryRecord]:
-        return MemoryRecord.objects.for_tenant(_principal(self.request).tenant_id).with_public_relations()  # type: ignore[arg-type]
+        return MemoryRecord.objects.for_tenant(principal_of(self.request).tenant_pk).with_public_relations()
 
     def _record(self, memory_id: str) -> MemoryRecord:
         record = self.get_queryset().filter(memory_id=memory_id).first()
@@ -54,7 +50,7 @@ class RecordViewSet(viewsets.GenericViewSet):
             raise NotFound(f"No record {memory_id!r}.")
         return record
 
-    @extend_schema(parameters=[s.RecordListQuerySerializer])
+    @extend_schema(parameters=[s.RecordListQuerySerializer], responses=s.RecordSerializer(many=True))
     def list(self, request: Request) -> Response:
         query = _query(s.RecordListQuerySerializer, request)
         records = cast(RecordQuerySet, self.get_queryset())
@@ -67,15 +63,18 @@ class RecordViewSet(viewsets.GenericViewSet):
             now = timezone.now()
             records = records.as_of(query.get("valid_at", now), query.get("known_at", now))
         page = self.paginate_queryset(records)
-        return self.get_paginated_response([s.record_payload(r) for r in page or []])
+        return self.get_paginated_response(s.RecordSerializer(page or [], many=True).data)
 
-    @extend_schema(request=s.AssertFactSerializer, responses={201: s.AssertResultSerializer})
+    @extend_schema(
+        request=s.AssertFactSerializer,
+        responses={201: s.AssertResultSerializer, 200: s.AssertResultSerializer, 202: s.AssertResultSerializer},
+    )
     def create(self, request: Request) -> Response:
         body = s.AssertFactSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
         result = actions.assert_fact(
-            _principal(request),
+            principal_of(request),
             Assertion(
                 project_id=data["project_id"],
                 subject_id=data["subject_id"],
@@ -90,28 +89,27 @@ class RecordViewSet(viewsets.GenericViewSet):
                 event_ids=data["source"].get("event_ids"),
             ),
         )
-        payload = s.record_payload(self._record(result.record.memory_id))
-        payload["outcome"] = result.outcome.value
-        if result.dispute is not None:
-            payload["dispute_id"] = result.dispute.public_id
-        return Response(payload, status=_OUTCOME_STATUS[result.outcome])
+        answer = s.AssertResultSerializer((self._record(result.record.memory_id), result)).data
+        return Response(answer, status=_OUTCOME_STATUS[result.outcome])
 
+    @extend_schema(responses=s.RecordSerializer)
     def retrieve(self, request: Request, memory_id: str) -> Response:
-        return Response(s.record_payload(self._record(memory_id)))
+        return Response(s.RecordSerializer(self._record(memory_id)).data)
 
+    @extend_schema(responses=s.RecordHistorySerializer)
     @action(detail=True, methods=["get"])
     def history(self, request: Request, memory_id: str) -> Response:
         record = self._record(memory_id)
-        chain = reads.history(_principal(request), record.project.key, record.subject_id, record.predicate)
-        return Response({"memory_id": memory_id, "results": [s.record_payload(r) for r in chain]})
+        chain = reads.history(principal_of(request), record.project.key, record.subject_id, record.predicate)
+        return Response(s.RecordHistorySerializer({"memory_id": memory_id, "results": chain}).data)
 
     @extend_schema(request=s.ReasonSerializer, responses=s.RecordSerializer)
     @action(detail=True, methods=["post"])
     def exclude(self, request: Request, memory_id: str) -> Response:
         body = s.ReasonSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        actions.exclude_record(_principal(request), memory_id, body.validated_data["reason"])
-        return Response(s.record_payload(self._record(memory_id)))
+        actions.exclude_record(principal_of(request), memory_id, body.validated_data["reason"])
+        return Response(s.RecordSerializer(self._record(memory_id)).data)
 
     @extend_schema(request=s.ExpireSerializer, responses=s.RecordSerializer)
     @action(detail=True, methods=["post"])
@@ -119,26 +117,27 @@ class RecordViewSet(viewsets.GenericViewSet):
         body = s.ExpireSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         actions.expire_record(
-            _principal(request),
+            principal_of(request),
             memory_id,
             body.validated_data["reason"],
             valid_to=body.validated_data.get("valid_to"),
         )
-        return Response(s.record_payload(self._record(memory_id)))
+        return Response(s.RecordSerializer(self._record(memory_id)).data)
 
-    @extend_schema(request=s.RecheckReportSerializer, responses={201: s.RecheckAttemptSerializer})
+    @extend_schema(methods=["GET"], responses=s.RecheckListSerializer)
+    @extend_schema(methods=["POST"], request=s.RecheckReportSerializer, responses={201: s.RecheckAttemptSerializer})
     @action(detail=True, methods=["get", "post"])
     def rechecks(self, request: Request, memory_id: str) -> Response:
         """GET: the record's recheck attempts, newest first. POST: report an outcome."""
         record = self._record(memory_id)
         if request.method == "GET":
             attempts = record.rechecks.select_related("record", "reporter", "new_record").order_by("-id")[:200]
-            return Response({"memory_id": memory_id, "results": [s.attempt_payload(a) for a in attempts]})
+            return Response(s.RecheckListSerializer({"memory_id": memory_id, "results": attempts}).data)
         body = s.RecheckReportSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
         attempt = rechecks.report_recheck(
-            _principal(request),
+            principal_of(request),
             record,
             outcome=data["outcome"],
             observed_value=data.get("observed_value"),
@@ -146,27 +145,29 @@ class RecordViewSet(viewsets.GenericViewSet):
             source_ref=data["source_ref"],
             error=data["error"],
         )
-        return Response(s.attempt_payload(attempt), status=status.HTTP_201_CREATED)
+        return Response(s.RecheckAttemptSerializer(attempt).data, status=status.HTTP_201_CREATED)
 
 
 class CurrentFactViewSet(viewsets.ViewSet):
     @extend_schema(parameters=[s.FactQuerySerializer], responses=s.FactSerializer)
     def list(self, request: Request) -> Response:
         query = _query(s.FactQuerySerializer, request)
-        principal = _principal(request)
+        principal = principal_of(request)
         key = (query["project_id"], query["subject_id"], query["predicate"])
-
-        def compute() -> tuple[dict[str, Any], MemoryRecord | None]:
-            view = reads.fact_view(
-                principal, *key, purpose=query["purpose"], valid_at=query.get("valid_at"),
-                known_at=query.get("known_at"),
-            )  # fmt: skip
-            return s.fact_payload(view, *key), view.record
-
+        instants: dict[str, Any] = {"valid_at": query.get("valid_at"), "known_at": query.get("known_at")}
         if query["purpose"] == "answer" and "valid_at" not in query and "known_at" not in query:
             # Answers for "now" are cached until their record changes; reads for acting never are.
-            return Response(caches.cached_fact(principal.tenant_id, *key, compute))  # type: ignore[arg-type]
-        return Response(compute()[0])
+            cached = caches.cached_answer(principal.tenant_pk, *key)
+            if cached is not None:
+                return Response(cached)
+            view = reads.fact_view(principal, *key)
+            answer = s.FactSerializer(view, context={"key": key}).data
+            caches.remember_answer(principal.tenant_pk, *key, dict(answer), view.record)
+            return Response(answer)
+        # Verify before acting (a write: it may supersede the value), then read what stands.
+        attempt = rechecks.recheck_before_action(principal, *key, purpose=query["purpose"], **instants)
+        view = reads.fact_view(principal, *key, purpose=query["purpose"], recheck=attempt, **instants)
+        return Response(s.FactSerializer(view, context={"key": key}).data)
 
 
 class DisputeViewSet(viewsets.GenericViewSet):
@@ -177,7 +178,7 @@ class DisputeViewSet(viewsets.GenericViewSet):
 
     def get_queryset(self) -> QuerySet[Dispute]:
         return (
-            Dispute.objects.filter(tenant_id=_principal(self.request).tenant_id)
+            Dispute.objects.filter(tenant_id=principal_of(self.request).tenant_id)
             .select_related("project", "resolved_by", "winner")
             .prefetch_related("candidates__issuer")
         )
@@ -206,13 +207,14 @@ class DisputeViewSet(viewsets.GenericViewSet):
                 )
             disputes = disputes.filter(status=wanted)
         page = self.paginate_queryset(disputes)
-        return self.get_paginated_response([s.dispute_payload(d) for d in page or []])
+        return self.get_paginated_response(s.DisputeSerializer(page or [], many=True).data)
 
+    @extend_schema(responses=s.DisputeSerializer)
     def retrieve(self, request: Request, dispute_id: str) -> Response:
         dispute = self.get_queryset().filter(public_id=dispute_id).first()
         if dispute is None:
             raise NotFound(f"No dispute {dispute_id!r}.")
-        return Response(s.dispute_payload(dispute))
+        return Response(s.DisputeSerializer(dispute).data)
 
     @extend_schema(request=s.ResolveDisputeSerializer, responses=s.DisputeSerializer)
     @action(detail=True, methods=["post"])
@@ -220,7 +222,7 @@ class DisputeViewSet(viewsets.GenericViewSet):
         body = s.ResolveDisputeSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         actions.resolve_dispute(
-            _principal(request),
+            principal_of(request),
             dispute_id,
             winner=body.validated_data.get("winner") or None,
             exclude_all=body.validated_data["exclude_all"],
@@ -242,7 +244,7 @@ class FieldPolicyViewSet(
     pagination_class = OldestFirstCursorPagination
 
     def get_queryset(self) -> QuerySet[FieldPolicy]:
-        return FieldPolicy.objects.filter(tenant_id=_principal(self.request).tenant_id).select_related("project")
+        return FieldPolicy.objects.filter(tenant_id=principal_of(self.request).tenant_id).select_related("project")
 
     def _data(self, serializer: s.FieldPolicySerializer) -> dict[str, Any]:
         data = dict(serializer.validated_data)
@@ -251,19 +253,19 @@ class FieldPolicyViewSet(
         return data
 
     def perform_create(self, serializer: s.FieldPolicySerializer) -> None:  # type: ignore[override]
-        serializer.instance = policies.save_field_policy(_principal(self.request), self._data(serializer))
+        serializer.instance = policies.save_field_policy(principal_of(self.request), self._data(serializer))
 
     def perform_update(self, serializer: s.FieldPolicySerializer) -> None:  # type: ignore[override]
         serializer.instance = policies.save_field_policy(
-            _principal(self.request),
+            principal_of(self.request),
             self._data(serializer),
             instance=serializer.instance,
         )
 
     def perform_destroy(self, instance: FieldPolicy) -> None:
-        policies.delete_field_policy(_principal(self.request), instance)
+        policies.delete_field_policy(principal_of(self.request), instance)
 
-    @extend_schema(request=s.SourceTestSerializer, responses=dict)
+    @extend_schema(request=s.SourceTestSerializer, responses=s.SourceTestResultSerializer)
     @action(detail=True, methods=["post"])
     def test(self, request: Request, pk: str) -> Response:
         """Fetch one subject from the canonical source now and say what a recheck would conclude."""
@@ -272,4 +274,4 @@ class FieldPolicyViewSet(
         result = rechecks.test_source(
             self.get_object(), body.validated_data["subject_id"], body.validated_data.get("project_id")
         )
-        return Response(result)
+        return Response(s.SourceTestResultSerializer(result).data)

@@ -9,6 +9,7 @@ from memory_admin.memory.connectors.base import (
     Connector,
     FactKey,
     Observation,
+    SettingField,
     SourceAmbiguous,
     SourceUnavailable,
 )
@@ -23,6 +24,7 @@ __all__ = [
     "Connector",
     "FactKey",
     "Observation",
+    "SettingField",
     "SourceAmbiguous",
     "SourceUnavailable",
     "connector_for",

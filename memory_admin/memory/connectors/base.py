@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 
 class SourceUnavailable(Exception):
@@ -32,6 +32,19 @@ class Observation:
 
 
 @dataclass(frozen=True)
+class SettingField:
+    """One setting of a connector as a person fills it in; the dashboard's policy form is built from these,
+    so a new connector needs no form code."""
+
+    key: str
+    label: str = ""
+    kind: Literal["text", "seconds"] = "text"
+    max_length: int = 200
+    default: Any = None  # what a blank field gives (None: "" for text, None for seconds)
+    optional: bool = False  # the optional settings of a connector are given together or not at all
+
+
+@dataclass(frozen=True)
 class FactKey:
     project_id: str
     subject_id: str
@@ -46,7 +59,10 @@ class Connector:
     """
 
     name: ClassVar[str]
+    label: ClassVar[str] = ""  # how a person chooses it (the policy form)
     can_fetch: ClassVar[bool] = True
+    # The settings besides `connector` and `reporters`, as a person fills them in (the policy form).
+    settings_fields: ClassVar[tuple[SettingField, ...]] = ()
     # `reporters`, on every connector: names of the tenant's principals that speak for this source
     # (e.g. the task system's own agent); their verified reports count as read from the source.
     allowed_keys: ClassVar[frozenset[str]] = frozenset({"reporters"})

@@ -18,7 +18,14 @@ from urllib.parse import quote, urlsplit
 from django.conf import settings as django_settings
 
 from memory_admin.memory.connectors import outbound
-from memory_admin.memory.connectors.base import Connector, FactKey, Observation, SourceAmbiguous, SourceUnavailable
+from memory_admin.memory.connectors.base import (
+    Connector,
+    FactKey,
+    Observation,
+    SettingField,
+    SourceAmbiguous,
+    SourceUnavailable,
+)
 
 _PLACEHOLDERS = {"project_id", "subject_id", "predicate"}
 _MISSING = object()
@@ -46,6 +53,15 @@ def resolve_pointer(document: Any, pointer: str) -> Any:
 
 class HttpJsonConnector(Connector):
     name = "http_json"
+    label = "HTTP JSON"
+    settings_fields = (
+        SettingField("url_template", max_length=1000),
+        SettingField("value_pointer"),
+        SettingField("revision_pointer"),
+        SettingField("timeout_seconds", kind="seconds", default=5),
+        SettingField("auth_header", max_length=100, optional=True),
+        SettingField("auth_secret_env", "Auth secret: environment variable name", max_length=100, optional=True),
+    )
     allowed_keys = Connector.allowed_keys | frozenset(
         {"url_template", "value_pointer", "revision_pointer", "timeout_seconds", "auth_header", "auth_secret_env"}
     )

@@ -7,4 +7,5 @@ class ManualConnector(Connector):
     """A person verifies in the dashboard: "still true", "changed to …" or "cannot tell"."""
 
     name = "manual"
+    label = "Manual (a person verifies)"
     can_fetch = False

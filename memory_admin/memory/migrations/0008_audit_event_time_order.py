@@ -5,16 +5,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0001_initial'),
-        ('memory', '0007_record_fillfactor'),
+        ("accounts", "0001_initial"),
+        ("memory", "0007_record_fillfactor"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='auditevent',
-            index=models.Index(fields=['tenant', '-at', '-id'], name='audit_tenant_at_newest'),
+            model_name="auditevent",
+            index=models.Index(fields=["tenant", "-at", "-id"], name="audit_tenant_at_newest"),
         ),
     ]

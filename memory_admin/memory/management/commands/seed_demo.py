@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from memory_admin.memory.demo import PASSWORD, TENANT, seed_demo
+from memory_admin.demo import PASSWORD, TENANT, seed_demo
 
 
 class Command(BaseCommand):

@@ -1,17 +1,22 @@
-"""Every API error is JSON `{"code": ..., "detail": ...}`, whatever raised it."""
+"""Every API error is JSON `{"code": ..., "detail": ...}` (plus `errors` for invalid input), whatever raised it.
+
+A domain error may carry objects in its extra fields (a 409 `revision_conflict` carries the current
+record); the layer that owns such an object registers how the API shows it (`register_shape`), so this
+kernel module knows no app.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
-from rest_framework import exceptions, status
+from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from memory_admin.memory.errors import DomainError
-from memory_admin.memory.models import MemoryRecord
+from memory_admin.lib.errors import DomainError
 
 _CODES = {
     exceptions.NotAuthenticated: "not_authenticated",
@@ -25,13 +30,30 @@ _CODES = {
     exceptions.ParseError: "parse_error",
 }
 
+_SHAPES: dict[type, Callable[[Any], Any]] = {}
+
+
+def register_shape(kind: type, shape: Callable[[Any], Any]) -> None:
+    """Show values of `kind` found in a domain error's extra fields as `shape(value)`."""
+    _SHAPES[kind] = shape
+
 
 def _jsonable(value: Any) -> Any:
-    if isinstance(value, MemoryRecord):
-        from memory_admin.memory.api.serializers import record_payload
-
-        return record_payload(value)
+    for kind, shape in _SHAPES.items():
+        if isinstance(value, kind):
+            return shape(value)
     return value
+
+
+class ErrorSerializer(serializers.Serializer):
+    """The shape of every 4xx answer (documented in the schema; rendered by `exception_handler`).
+
+    Some errors carry more fields (a 409 `revision_conflict` carries `current`, a 409 `recheck_required`
+    the last verified value); they are named in PRODUCT.md and allowed here as additional properties."""
+
+    code = serializers.CharField()
+    detail = serializers.CharField()
+    errors = serializers.DictField(required=False)  # type: ignore[assignment]  # `errors` is a DRF name too
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:

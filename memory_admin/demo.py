@@ -1,4 +1,8 @@
-"""The article's story as demo data, built through the same domain functions as every other write."""
+"""The article's story as demo data, built through the same domain functions as every other write.
+
+A door (used by `manage.py seed_demo` and tests): it writes through memory and derived
+alike, so it sits above both, outside the domain packages.
+"""
 
 from __future__ import annotations
 
@@ -100,46 +104,89 @@ def _story(p: dict[str, Principal]) -> None:
     }
     assert_(
         p["task-system"],
-        Assertion(**deadline, value="2026-10-30T17:00:00+09:00", valid_from=at(10, 20), source_canonical_ref=ref,
-                  source_revision="r17"),
-        now=at(10, 20, 9, 0, 5), verified_at=at(10, 20, 9, 5), memory_id="mem-deadline-001",
-    )  # fmt: skip
+        Assertion(
+            **deadline,
+            value="2026-10-30T17:00:00+09:00",
+            valid_from=at(10, 20),
+            source_canonical_ref=ref,
+            source_revision="r17",
+        ),
+        now=at(10, 20, 9, 0, 5),
+        verified_at=at(10, 20, 9, 5),
+        memory_id="mem-deadline-001",
+    )
     # Copies made from the Oct 30 value before it moved (rule 10): a summary, a reminder plan, and
     # another agent's loaded context. Moving the deadline makes them stale, suspended and notified.
     oct30 = [BaseRef("mem-deadline-001", 1)]
-    lineage.create_summary(p["agent"], project_id="project-a", text="Proposal 017 is due Oct 30 17:00 (JST).",
-                           bases=oct30)  # fmt: skip
-    lineage.schedule_action(p["agent"], project_id="project-a", kind="send_reminder", due_at=at(10, 29, 9),
-                            payload={"to": "proposal-team", "text": "Proposal due tomorrow"}, bases=oct30)  # fmt: skip
-    lineage.register_context_load(p["agent"], session_id="planning-session-4", bases=oct30,
-                                  expires_at=timezone.now() + timedelta(days=30))  # fmt: skip
+    lineage.create_summary(
+        p["agent"], project_id="project-a", text="Proposal 017 is due Oct 30 17:00 (JST).", bases=oct30
+    )
+    lineage.schedule_action(
+        p["agent"],
+        project_id="project-a",
+        kind="send_reminder",
+        due_at=at(10, 29, 9),
+        payload={"to": "proposal-team", "text": "Proposal due tomorrow"},
+        bases=oct30,
+    )
+    lineage.register_context_load(
+        p["agent"], session_id="planning-session-4", bases=oct30, expires_at=timezone.now() + timedelta(days=30)
+    )
     assert_(
         p["task-system"],
-        Assertion(**deadline, value="2026-11-02T17:00:00+09:00", valid_from=at(10, 22), source_canonical_ref=ref,
-                  source_revision="r18", expected_revision=1),
-        now=at(10, 22, 9, 0, 5), verified_at=at(10, 22, 9, 5), memory_id="mem-deadline-002",
-    )  # fmt: skip
+        Assertion(
+            **deadline,
+            value="2026-11-02T17:00:00+09:00",
+            valid_from=at(10, 22),
+            source_canonical_ref=ref,
+            source_revision="r18",
+            expected_revision=1,
+        ),
+        now=at(10, 22, 9, 0, 5),
+        verified_at=at(10, 22, 9, 5),
+        memory_id="mem-deadline-002",
+    )
     # (2) An older document imported after the newer one: kept as history, never current.
     assert_(
         p["task-system"],
-        Assertion(**deadline, value="2026-10-28T17:00:00+09:00", valid_from=at(10, 18), source_canonical_ref=ref,
-                  source_revision="r16"),
-        now=at(10, 23, 11), memory_id="mem-deadline-late-import",
-    )  # fmt: skip
+        Assertion(
+            **deadline,
+            value="2026-10-28T17:00:00+09:00",
+            valid_from=at(10, 18),
+            source_canonical_ref=ref,
+            source_revision="r16",
+        ),
+        now=at(10, 23, 11),
+        memory_id="mem-deadline-late-import",
+    )
     # (4) Two facts about Sato that must not be merged: the meeting room and the meeting time.
     sato: dict[str, Any] = {"project_id": "project-a", "subject_id": "person-sato"}
     assert_(
         p["agent"],
-        Assertion(**sato, predicate="meeting_room", value="Room 4B", valid_from=at(10, 21),
-                  source_canonical_ref="chat:session-88/msg-12", source_revision="1"),
-        now=at(10, 21, 15), memory_id="mem-sato-room",
-    )  # fmt: skip
+        Assertion(
+            **sato,
+            predicate="meeting_room",
+            value="Room 4B",
+            valid_from=at(10, 21),
+            source_canonical_ref="chat:session-88/msg-12",
+            source_revision="1",
+        ),
+        now=at(10, 21, 15),
+        memory_id="mem-sato-room",
+    )
     assert_(
         p["agent"],
-        Assertion(**sato, predicate="meeting_time", value="2026-10-28T14:00:00+09:00", valid_from=at(10, 21),
-                  source_canonical_ref="chat:session-88/msg-14", source_revision="1"),
-        now=at(10, 21, 15, 2), memory_id="mem-sato-time",
-    )  # fmt: skip
+        Assertion(
+            **sato,
+            predicate="meeting_time",
+            value="2026-10-28T14:00:00+09:00",
+            valid_from=at(10, 21),
+            source_canonical_ref="chat:session-88/msg-14",
+            source_revision="1",
+        ),
+        now=at(10, 21, 15, 2),
+        memory_id="mem-sato-time",
+    )
     # (5) A send permission granted, then revoked.
     send: dict[str, Any] = {
         "project_id": "project-a",
@@ -148,16 +195,27 @@ def _story(p: dict[str, Principal]) -> None:
     }
     assert_(
         p["admin"],
-        Assertion(**send, value="allowed", valid_from=at(10, 15), source_canonical_ref="iam:agent-mailer",
-                  source_revision="7"),
-        now=at(10, 15, 10), verified_at=at(10, 15, 10), memory_id="mem-send-granted",
-    )  # fmt: skip
+        Assertion(
+            **send, value="allowed", valid_from=at(10, 15), source_canonical_ref="iam:agent-mailer", source_revision="7"
+        ),
+        now=at(10, 15, 10),
+        verified_at=at(10, 15, 10),
+        memory_id="mem-send-granted",
+    )
     assert_(
         p["admin"],
-        Assertion(**send, value="revoked", valid_from=at(10, 25), source_canonical_ref="iam:agent-mailer",
-                  source_revision="8", expected_revision=1),
-        now=at(10, 25, 10), verified_at=at(10, 25, 10), memory_id="mem-send-revoked",
-    )  # fmt: skip
+        Assertion(
+            **send,
+            value="revoked",
+            valid_from=at(10, 25),
+            source_canonical_ref="iam:agent-mailer",
+            source_revision="8",
+            expected_revision=1,
+        ),
+        now=at(10, 25, 10),
+        verified_at=at(10, 25, 10),
+        memory_id="mem-send-revoked",
+    )
     # A price reported differently by two equal-rank sources: a dispute for an owner to resolve.
     price: dict[str, Any] = {
         "project_id": "project-a",
@@ -166,16 +224,28 @@ def _story(p: dict[str, Principal]) -> None:
     }
     assert_(
         p["price-feed-a"],
-        Assertion(**price, value={"amount": 1200, "currency": "JPY"}, valid_from=at(10, 26),
-                  source_canonical_ref="vendor-site:product-x", source_revision="2026-10-26"),
-        now=at(10, 26, 8), memory_id="mem-price-vendor",
-    )  # fmt: skip
+        Assertion(
+            **price,
+            value={"amount": 1200, "currency": "JPY"},
+            valid_from=at(10, 26),
+            source_canonical_ref="vendor-site:product-x",
+            source_revision="2026-10-26",
+        ),
+        now=at(10, 26, 8),
+        memory_id="mem-price-vendor",
+    )
     assert_(
         p["price-feed-b"],
-        Assertion(**price, value={"amount": 1350, "currency": "JPY"}, valid_from=at(10, 26),
-                  source_canonical_ref="partner-catalog:product-x", source_revision="v41"),
-        now=at(10, 26, 8, 30), memory_id="mem-price-partner",
-    )  # fmt: skip
+        Assertion(
+            **price,
+            value={"amount": 1350, "currency": "JPY"},
+            valid_from=at(10, 26),
+            source_canonical_ref="partner-catalog:product-x",
+            source_revision="v41",
+        ),
+        now=at(10, 26, 8, 30),
+        memory_id="mem-price-partner",
+    )
     # (3) A rule effective tomorrow: today's answer stays the old limit until then.
     limit: dict[str, Any] = {
         "project_id": "project-a",
@@ -185,16 +255,29 @@ def _story(p: dict[str, Principal]) -> None:
     now = timezone.now()
     assert_(
         p["owner"],
-        Assertion(**limit, value=50000, valid_from=at(4, 1), source_canonical_ref="handbook:expenses",
-                  source_revision="2026.1"),
-        now=at(4, 1, 9), memory_id="mem-limit-current",
-    )  # fmt: skip
+        Assertion(
+            **limit,
+            value=50000,
+            valid_from=at(4, 1),
+            source_canonical_ref="handbook:expenses",
+            source_revision="2026.1",
+        ),
+        now=at(4, 1, 9),
+        memory_id="mem-limit-current",
+    )
     assert_(
         p["owner"],
-        Assertion(**limit, value=100000, valid_from=now + timedelta(days=1), source_canonical_ref="handbook:expenses",
-                  source_revision="2026.2", expected_revision=1),
-        now=now, memory_id="mem-limit-tomorrow",
-    )  # fmt: skip
+        Assertion(
+            **limit,
+            value=100000,
+            valid_from=now + timedelta(days=1),
+            source_canonical_ref="handbook:expenses",
+            source_revision="2026.2",
+            expected_revision=1,
+        ),
+        now=now,
+        memory_id="mem-limit-tomorrow",
+    )
 
 
 SYNTHETIC_PREDICATES = [
@@ -218,18 +301,28 @@ def _synthetic(agent: Principal, subjects: int, rng: random.Random) -> int:
         for predicate in rng.sample(SYNTHETIC_PREDICATES, 2):
             when = base + timedelta(minutes=rng.randrange(60 * 24 * 50))
             a = Assertion(
-                project_id=project, subject_id=subject, predicate=predicate, value=f"{predicate}-{rng.randrange(1000)}",
-                valid_from=when, source_canonical_ref=f"crm:{subject}", source_revision="1",
-            )  # fmt: skip
+                project_id=project,
+                subject_id=subject,
+                predicate=predicate,
+                value=f"{predicate}-{rng.randrange(1000)}",
+                valid_from=when,
+                source_canonical_ref=f"crm:{subject}",
+                source_revision="1",
+            )
             first = actions.assert_fact(agent, a, now=when, verified_at=when if rng.random() < 0.6 else None)
             made += 1
             if rng.random() < 0.3:
                 later = when + timedelta(days=rng.randrange(1, 9))
                 b = Assertion(
-                    project_id=project, subject_id=subject, predicate=predicate, value=f"{predicate}-{rng.randrange(1000)}",
-                    valid_from=later, source_canonical_ref=f"crm:{subject}", source_revision="2",
+                    project_id=project,
+                    subject_id=subject,
+                    predicate=predicate,
+                    value=f"{predicate}-{rng.randrange(1000)}",
+                    valid_from=later,
+                    source_canonical_ref=f"crm:{subject}",
+                    source_revision="2",
                     expected_revision=first.record.revision,
-                )  # fmt: skip
+                )
                 actions.assert_fact(agent, b, now=later, verified_at=later)
                 made += 1
     return made

@@ -1,0 +1,72 @@
+"""Disputes between the scope's records: resolution reasons and audit events redacted."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from deletion.stores.base import Found, Job, Scope, Store, Verification, register
+from memory_admin.memory.models import AuditEvent, Dispute
+
+
+@register
+class DisputesStore(Store):
+    """Disputes between the scope's records. A person's resolution reason is written about the values
+    ("kept 1350, the partner's price"), so it is redacted at acceptance, with the disputes' audit events
+    at the purge; a dispute whose every candidate is deleted has nothing left to dispute and is deleted."""
+
+    name = "disputes"
+    position = 90
+
+    def find(self, scope: Scope) -> Found:
+        disputes = Dispute.objects.filter(tenant_id=scope.tenant_id, candidates__in=scope.record_ids).distinct()
+        found = list(disputes.values_list("id", "public_id"))
+        covered = set(scope.record_ids)
+        links = Dispute.candidates.through.objects.filter(dispute_id__in=[pk for pk, _ in found])
+        outside = set(links.exclude(memoryrecord_id__in=covered).values_list("dispute_id", flat=True))
+        return Found(
+            len(found),
+            {
+                "ids": [pk for pk, _ in found],
+                "public_ids": [p for _, p in found],
+                "wholly_deleted": [pk for pk, _ in found if pk not in outside],
+            },
+            [p for _, p in found[:5]],
+        )
+
+    def hide(self, job: Job, now: datetime) -> int:
+        marker = job.redaction
+        return (
+            Dispute.objects.filter(pk__in=job.targets["ids"])
+            .exclude(resolution_reason="")
+            .exclude(resolution_reason=marker)
+            .update(resolution_reason=marker)
+        )
+
+    def purge(self, job: Job) -> int:
+        t = job.targets
+        marker = job.redaction
+        redacted = AuditEvent.objects.redact(job.tenant_id, t["public_ids"], marker)
+        Dispute.objects.filter(pk__in=t["ids"]).exclude(resolution_reason="").update(resolution_reason=marker)
+        deleted, _ = Dispute.objects.filter(pk__in=t["wholly_deleted"]).delete()
+        return redacted + deleted
+
+    def verify(self, job: Job) -> Verification:
+        t = job.targets
+        marker = job.redaction
+        reasons = (
+            Dispute.objects.filter(pk__in=t["ids"]).exclude(resolution_reason="").exclude(resolution_reason=marker)
+        ).count()
+        kept = Dispute.objects.filter(pk__in=t["wholly_deleted"]).count()
+        audit = AuditEvent.objects.filter(
+            tenant_id=job.tenant_id, object_type="dispute", object_id__in=t["public_ids"], redacted_at__isnull=True
+        ).count()
+        return Verification(
+            reasons + kept + audit,
+            {
+                "check": "resolution reasons and audit events of the disputes "
+                "redacted; disputes with no candidate left deleted",
+                "reasons_unredacted": reasons,
+                "audit_unredacted": audit,
+                "wholly_deleted_remaining": kept,
+            },
+        )

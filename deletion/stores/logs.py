@@ -1,0 +1,130 @@
+"""Raw conversation events: the lines about the scope are redacted, a marker stays."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
+
+from deletion.stores.base import Found, Job, Scope, Store, Verification, register
+from memory_admin.derived.models import Event, EventSubject
+from memory_admin.memory.models import MemoryRecord
+
+# A log line that names no subject but quotes a deleted value (PRODUCT.md rule 12: raw logs are a copy).
+# Tombstones keep only keyed hashes, which cannot be matched against free text, so the lines are found
+# while the records still exist, at acceptance: untagged lines of the project whose text contains one of
+# the records' string values. Bounded, so a big subject stays a few statements and short values ("yes",
+# "Room 3") do not take unrelated lines with them; lines tagged with another subject are that subject's.
+QUOTE_MIN_CHARS, QUOTE_MAX_CHARS = 8, 1000
+QUOTE_MAX_VALUES = 200  # current values first, then the longest
+QUOTE_CHUNK = 50  # LIKE conditions per statement
+
+
+def _strings(value: Any) -> list[str]:
+    """The strings in a JSON value (itself, or the leaves of its lists and objects)."""
+    if isinstance(value, str):
+        return [value.strip()]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        return [s for item in value for s in _strings(item)]
+    return []
+
+
+def quoted_values(records: list[MemoryRecord]) -> tuple[list[str], int]:
+    """The records' string values to look for in untagged log lines, and how many the bound left out."""
+    heads: set[str] = set()
+    found: set[str] = set()
+    for record in records:
+        strings = {s for s in _strings(record.value) if QUOTE_MIN_CHARS <= len(s) <= QUOTE_MAX_CHARS}
+        found |= strings
+        if record.is_head:
+            heads |= strings
+    ranked = sorted(found, key=lambda s: (s not in heads, -len(s), s))
+    return ranked[:QUOTE_MAX_VALUES], max(0, len(ranked) - QUOTE_MAX_VALUES)
+
+
+def lines_quoting_values(scope: Scope) -> tuple[list[int], dict[str, int]]:
+    """Ids of the project's lines that name no subject and quote one of the scope's values; with counts
+    (never the values: targets and evidence stay content-free)."""
+    values, left_out = quoted_values(scope.records)
+    untagged = Event.objects.filter(tenant_id=scope.tenant_id, project_id=scope.project_id).filter(
+        ~Exists(EventSubject.objects.filter(event_id=OuterRef("pk")))
+    )
+    ids: set[int] = set()
+    for start in range(0, len(values), QUOTE_CHUNK):
+        q = Q()
+        for value in values[start : start + QUOTE_CHUNK]:
+            q |= Q(text__contains=value)
+        ids |= set(untagged.filter(q).values_list("id", flat=True))
+    return sorted(ids), {"values_searched": len(values), "values_left_out": left_out, "lines": len(ids)}
+
+
+@register
+class LogsStore(Store):
+    """Raw conversation events: the matching lines are redacted, a marker stays."""
+
+    name = "logs"
+    position = 20
+    replayed = True
+
+    def _matching(self, tenant_id: int, project_id: int, subjects: list[str], event_ids: list[str]) -> Any:
+        """Lines the records were extracted from, and lines naming the subject (tagged or in the text).
+
+        One condition per subject, never one per record: a subject with 10,000 records is one pattern.
+        Tagged lines come from the EventSubject index (tenant, subject, project), on every backend.
+        """
+        q = Q(public_id__in=event_ids)
+        if subjects:
+            tagged = EventSubject.objects.filter(tenant_id=tenant_id, subject_id__in=subjects, project_id=project_id)
+            q |= Q(pk__in=tagged.values("event_id"))
+        for subject in subjects:
+            # LIKE '%…%': case-sensitive on PostgreSQL; SQLite's LIKE ignores ASCII case, so there it may
+            # redact a few more lines, never fewer.
+            q |= Q(text__contains=subject)
+        return Event.objects.filter(tenant_id=tenant_id, project_id=project_id).filter(q)
+
+    def find(self, scope: Scope) -> Found:
+        event_ids = sorted({e for r in scope.records for e in r.source_event_ids})
+        events = self._matching(scope.tenant_id, scope.project_id, scope.subjects, event_ids)
+        ids = list(events.values_list("id", flat=True))
+        samples = list(events.values_list("public_id", flat=True)[:5])
+        quoting, counts = lines_quoting_values(scope)
+        ids += sorted(set(quoting) - set(ids))
+        return Found(
+            len(ids),
+            {"ids": ids, "subjects": scope.subjects, "event_ids": event_ids, "untagged_lines_quoting_values": counts},
+            samples,
+        )
+
+    def hide(self, job: Job, now: datetime) -> int:
+        return Event.objects.filter(pk__in=job.targets["ids"], hidden_at__isnull=True).update(hidden_at=now)
+
+    def purge(self, job: Job) -> int:
+        ids = job.targets["ids"]
+        with transaction.atomic():
+            # The tags go with the text: a redacted line names no subject, in its row or in the index.
+            EventSubject.objects.filter(event_id__in=ids).delete()
+            return Event.objects.filter(pk__in=ids, redacted_at__isnull=True).update(
+                text=job.redaction, subject_ids=[], redacted_at=timezone.now()
+            )
+
+    def verify(self, job: Job) -> Verification:
+        t = job.targets
+        remaining = self._matching(job.tenant_id, job.project_id, t["subjects"], [])
+        remaining = remaining.filter(redacted_at__isnull=True).count()
+        unredacted = Event.objects.filter(pk__in=t["ids"], redacted_at__isnull=True).count()
+        tags = EventSubject.objects.filter(event_id__in=t["ids"]).count()
+        return Verification(
+            remaining + unredacted + tags,
+            {
+                "query": "events of the project whose text or subject tags name the scope's subject",
+                "lines_mentioning_scope": remaining,
+                "target_lines_unredacted": unredacted,
+                "target_subject_tags": tags,
+                "redacted_with_marker": Event.objects.filter(pk__in=t["ids"], redacted_at__isnull=False).count(),
+            },
+        )

@@ -1,0 +1,75 @@
+"""Summaries built on deleted records: deleted, or regenerated from the remaining bases only."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from deletion.stores.base import Found, Job, Scope, Store, Verification, register
+from memory_admin.derived.lineage import BaseRef, create_summary, regenerate_from
+from memory_admin.derived.models import Summary
+
+
+def built_on(scope: Scope) -> Any:
+    """Summaries with a base among the scope's records (through the indexed base rows)."""
+    return Summary.objects.filter(tenant_id=scope.tenant_id, bases__record_id__in=scope.record_ids).distinct()
+
+
+@register
+class SummariesStore(Store):
+    """Summaries built on deleted records: deleted, or regenerated from the remaining bases only."""
+
+    name = "summaries"
+    position = 40
+    replayed = True
+
+    def find(self, scope: Scope) -> Found:
+        summaries = built_on(scope)
+        ids = list(summaries.values_list("id", flat=True))
+        return Found(
+            len(ids),
+            {"ids": ids, "memory_ids": scope.memory_ids},
+            list(summaries.values_list("public_id", flat=True)[:5]),
+        )
+
+    def hide(self, job: Job, now: datetime) -> int:
+        return Summary.objects.filter(pk__in=job.targets["ids"], hidden_at__isnull=True).update(
+            hidden_at=now, status=Summary.Status.WITHDRAWN, status_reason=f"Deletion {job.request_public_id}."
+        )
+
+    def purge(self, job: Job) -> int:
+        deleted = set(job.targets["memory_ids"])
+        count = 0
+        for summary in Summary.objects.filter(pk__in=job.targets["ids"]).select_related("project", "created_by"):
+            remaining = [b for b in summary.derived_from if b["memory_id"] not in deleted]
+            text = regenerate_from(summary, remaining)
+            if text is not None:
+                create_summary(
+                    summary.created_by,
+                    project_id=summary.project.key,
+                    text=text,
+                    kind=summary.kind,
+                    bases=[BaseRef(b["memory_id"], b["revision"]) for b in remaining],
+                )
+            summary.delete()
+            count += 1
+        return count
+
+    def verify(self, job: Job) -> Verification:
+        rows = Summary.objects.filter(pk__in=job.targets["ids"]).count()
+        # Anything written since the acceptance that names a deleted memory (a late job).
+        deleted = set(job.targets["memory_ids"])
+        since = Summary.objects.filter(tenant_id=job.tenant_id, created_at__gte=job.accepted_at)
+        late = [
+            s.public_id
+            for s in since.only("public_id", "derived_from")
+            if deleted & {b.get("memory_id") for b in s.derived_from}
+        ]
+        return Verification(
+            rows + len(late),
+            {
+                "check": "target summaries gone; none written since names a deleted memory",
+                "target_rows": rows,
+                "built_on_deleted_since": late[:20],
+            },
+        )

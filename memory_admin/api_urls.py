@@ -1,0 +1,35 @@
+"""The one API router, mounted at /api/v1/: every app's viewsets are registered here, and no app routes
+another. The order is the URL order (a more specific prefix first where two could match)."""
+
+from __future__ import annotations
+
+from rest_framework.routers import SimpleRouter
+
+from deletion.api import DeletionRequestViewSet
+from deletion.tombstone_api import TombstoneViewSet
+from memory_admin.derived import api as derived
+from memory_admin.lib.api_errors import register_shape
+from memory_admin.memory.api import views as memory
+from memory_admin.memory.models import MemoryRecord
+from memory_admin.memory.shapes import record_payload
+
+# A 409 `revision_conflict` carries the current record: shown in the record format.
+register_shape(MemoryRecord, record_payload)
+
+router = SimpleRouter()
+router.register("records", memory.RecordViewSet, basename="record")
+router.register("facts/current", memory.CurrentFactViewSet, basename="fact-current")
+router.register("disputes", memory.DisputeViewSet, basename="dispute")
+router.register("field-policies", memory.FieldPolicyViewSet, basename="field-policy")
+router.register("events", derived.EventViewSet, basename="event")
+router.register("summaries", derived.SummaryViewSet, basename="summary")
+router.register("scheduled-actions", derived.ScheduledActionViewSet, basename="scheduled-action")
+router.register("context-loads", derived.ContextLoadViewSet, basename="context-load")
+router.register("search", derived.SearchViewSet, basename="search")
+router.register("deletion-requests", DeletionRequestViewSet, basename="deletion-request")
+router.register("tombstones", TombstoneViewSet, basename="tombstone")
+router.register(
+    r"agents/(?P<agent_id>[A-Za-z0-9_.@\-]+)/invalidations", derived.InvalidationViewSet, basename="invalidation"
+)
+
+urlpatterns = router.urls
