@@ -390,7 +390,7 @@ def bench_api(principal: Any, tenant_id: int, iterations: int, warmup: int, seed
     from memory_admin.accounts.services import issue_token
 
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {issue_token(principal, label='bench')}")
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {issue_token(principal, 'bench')}")
     first = "/api/v1/records/?page_size=50"
     check_response(client.get(first))
     figures = [

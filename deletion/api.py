@@ -16,7 +16,6 @@ from deletion.models import DeletionRequest
 from memory_admin.accounts.models import principal_of
 from memory_admin.lib.pagination import NewestFirstCursorPagination
 from memory_admin.memory.api.serializers import IsoDateTimeField
-from memory_admin.memory.errors import Forbidden, InvalidState
 
 
 class DeletionInSerializer(serializers.Serializer):
@@ -154,12 +153,8 @@ class DeletionRequestViewSet(viewsets.ViewSet):
 
     @extend_schema(responses=DeletionReportSerializer(many=True))
     def list(self, request: Request) -> Response:
-        principal = principal_of(request)
-        if not principal.has_role("compliance", "owner", "admin"):
-            return Response({"next": None, "previous": None, "results": []})  # the cursor-page shape
-        requests = DeletionRequest.objects.filter(tenant_id=principal.tenant_id).select_related(
-            "project", "requested_by", "approved_by"
-        )
+        # Other roles see an empty page (service.visible_requests); the paginator orders newest first.
+        requests = service.visible_requests(principal_of(request))
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(requests, request, view=self)
         return paginator.get_paginated_response(DeletionReportSerializer(page or [], many=True).data)
@@ -183,12 +178,7 @@ class DeletionRequestViewSet(viewsets.ViewSet):
     @extend_schema(request=None, responses={202: DeletionReportSerializer})
     @action(detail=True, methods=["post"])
     def retry(self, request: Request, request_id: str) -> Response:
-        """Requeue the stores that are not verified (after fixing what made them fail)."""
-        principal = principal_of(request)
-        if not principal.has_role("compliance"):
-            raise Forbidden("Only compliance staff retry deletions.")
-        deletion = service.get_request(principal, request_id)
-        if deletion.state in (DeletionRequest.State.AWAITING_APPROVAL, DeletionRequest.State.CANCELLED):
-            raise InvalidState(f"A {deletion.state} request has nothing to retry.")
-        service.retry_stores(deletion)
+        """Requeue the stores that are not verified (after fixing what made them fail); service.retry_stores
+        decides who may (403) and in which state (409)."""
+        deletion, _ = service.retry_stores(principal_of(request), request_id)
         return Response(_report(deletion), status=status.HTTP_202_ACCEPTED)

@@ -18,6 +18,7 @@ from typing import Any
 
 from django.core import signing
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from deletion import ledger, stores, task_refs, tombstones
@@ -34,8 +35,25 @@ ScopeKind = DeletionRequest.ScopeKind
 State = DeletionRequest.State
 
 
+# Who may do what with deletion requests: the doors (API, compliance pages) ask these rather than
+# checking roles themselves, so the rule lives here once.
+def may_act(principal: Principal) -> bool:
+    """Compliance staff file, approve, cancel and retry deletion requests."""
+    return principal.has_role("compliance")
+
+
+def may_read(principal: Principal) -> bool:
+    """Compliance staff, owners and admins follow deletion requests; nobody else sees them."""
+    return principal.has_role("compliance", "owner", "admin")
+
+
+def may_lift_tombstones(principal: Principal) -> bool:
+    """Only an owner lets a deleted item be written again."""
+    return principal.has_role("owner")
+
+
 def _require_compliance(principal: Principal) -> None:
-    if not principal.has_role("compliance"):
+    if not may_act(principal):
         raise Forbidden("Only compliance staff file and approve deletion requests.")
 
 
@@ -412,8 +430,19 @@ def _accept(request: DeletionRequest, scope: Scope) -> None:
     enqueue_after_commit(task_refs.run_request(), request.pk)
 
 
+def visible_requests(principal: Principal) -> QuerySet[DeletionRequest]:
+    """The tenant's deletion requests the principal may follow (none for other roles), newest first."""
+    if not may_read(principal):
+        return DeletionRequest.objects.none()
+    return (
+        DeletionRequest.objects.filter(tenant_id=principal.tenant_id)
+        .select_related("project", "requested_by", "approved_by")
+        .order_by("-id")
+    )
+
+
 def get_request(principal: Principal, public_id: str, *, for_update: bool = False) -> DeletionRequest:
-    if not principal.has_role("compliance", "owner", "admin"):
+    if not may_read(principal):
         raise NotFound(f"No deletion request {public_id!r}.")
     qs = DeletionRequest.objects.filter(tenant_id=principal.tenant_id, public_id=public_id)
     if for_update:
@@ -424,15 +453,33 @@ def get_request(principal: Principal, public_id: str, *, for_update: bool = Fals
     return request
 
 
-def retry_stores(request: DeletionRequest) -> int:
-    """Requeue every store of the request that is not verified (failed ones restart their attempts)."""
-    rows = list(request.stores.exclude(state=StoreProgress.State.VERIFIED))
-    StoreProgress.objects.filter(pk__in=[r.pk for r in rows], state=StoreProgress.State.FAILED).update(
-        state=StoreProgress.State.PENDING, lease_until=None
-    )
-    for row in rows:
-        enqueue_after_commit(task_refs.purge_store(), row.pk)
-    return len(rows)
+def can_retry(request: DeletionRequest) -> bool:
+    """Whether the request has stores left to retry: accepted (approved) and not yet purge-confirmed."""
+    return request.state not in (State.AWAITING_APPROVAL, State.CANCELLED) and request.purge_confirmed_at is None
+
+
+def retry_stores(principal: Principal, public_id: str) -> tuple[DeletionRequest, int]:
+    """Requeue every store of the request that is not verified (failed ones restart their attempts).
+
+    Compliance staff only (403); a request awaiting approval, cancelled, or whose purge is confirmed has
+    nothing to retry (409 `invalid_state`). Answers the request and how many stores were requeued.
+    """
+    if not may_act(principal):
+        raise Forbidden("Only compliance staff retry deletions.")
+    with transaction.atomic():
+        # Locked like finish_if_verified does, so a retry and the purge's confirmation do not cross.
+        request = get_request(principal, public_id, for_update=True)
+        if request.purge_confirmed_at is not None:
+            raise InvalidState("The purge is confirmed: every store is verified, so there is nothing to retry.")
+        if not can_retry(request):
+            raise InvalidState(f"A {request.state} request has nothing to retry.")
+        rows = list(request.stores.exclude(state=StoreProgress.State.VERIFIED))
+        StoreProgress.objects.filter(pk__in=[r.pk for r in rows], state=StoreProgress.State.FAILED).update(
+            state=StoreProgress.State.PENDING, lease_until=None
+        )
+        for row in rows:
+            enqueue_after_commit(task_refs.purge_store(), row.pk)
+    return request, len(rows)
 
 
 def finish_if_verified(request_id: int) -> bool:
@@ -466,7 +513,7 @@ def finish_if_verified(request_id: int) -> bool:
 
 def lift_tombstone(principal: Principal, tombstone_id: int, reason: str) -> Tombstone:
     """An owner lets a deleted item be written again; only with a reason, and audited."""
-    if not principal.has_role("owner"):
+    if not may_lift_tombstones(principal):
         raise Forbidden("Only an owner can lift a tombstone.")
     if not (reason or "").strip():
         raise InvalidInput({"reason": ["Say why the deleted content may come back."]})

@@ -9,6 +9,7 @@ from deletion.api import DeletionRequestViewSet
 from deletion.tombstone_api import TombstoneViewSet
 from memory_admin.derived import api as derived
 from memory_admin.lib.api_errors import register_shape
+from memory_admin.memory.api import tokens
 from memory_admin.memory.api import views as memory
 from memory_admin.memory.models import MemoryRecord
 from memory_admin.memory.shapes import record_payload
@@ -28,6 +29,7 @@ router.register("context-loads", derived.ContextLoadViewSet, basename="context-l
 router.register("search", derived.SearchViewSet, basename="search")
 router.register("deletion-requests", DeletionRequestViewSet, basename="deletion-request")
 router.register("tombstones", TombstoneViewSet, basename="tombstone")
+router.register("tokens", tokens.TokenViewSet, basename="token")
 router.register(
     r"agents/(?P<agent_id>[A-Za-z0-9_.@\-]+)/invalidations", derived.InvalidationViewSet, basename="invalidation"
 )

@@ -14,10 +14,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory_admin.accounts.models import ApiToken, Principal, Role, Tenant
-from memory_admin.accounts.services import ensure_principal, issue_token
+from memory_admin.accounts.services import ensure_principal
 from memory_admin.derived import lineage
 from memory_admin.derived.lineage import BaseRef
-from memory_admin.memory import actions
+from memory_admin.memory import actions, tokens
 from memory_admin.memory.actions import Assertion
 from memory_admin.memory.models import FieldPolicy, MemoryRecord, Project
 from memory_admin.memory.policies import save_field_policy
@@ -338,8 +338,8 @@ def seed_demo(*, subjects: int = 1500, seed: int = 7) -> dict[str, Any]:
         made = 0
         if not Project.objects.filter(tenant_id=principals["agent"].tenant_id, key="project-b").exists():
             made = _synthetic(principals["agent"], subjects, random.Random(seed))
-        ApiToken.objects.filter(principal=principals["agent"], label="demo", revoked_at__isnull=True).update(
-            revoked_at=timezone.now()
-        )
-        token = issue_token(principals["agent"], label="demo")
+        # The previous run's demo token stops working; both changes are audited like any token change.
+        for old in ApiToken.objects.filter(principal=principals["agent"], name="demo", revoked_at__isnull=True):
+            tokens.revoke(old, actor=None, reason="seed_demo issued a new demo token")
+        token = tokens.issue(principals["agent"], name="demo", reason="seed_demo")[1]
     return {"synthetic_records": made, "agent_token": token}

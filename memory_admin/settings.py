@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlparse
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
 
 from memory_admin.env import envbool, envint, envlist, envstr
 
@@ -41,6 +43,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_celery_beat",
+    # Login lockout (failed sign-ins per account and per address); see "Throttling and lockout" in README.
+    "axes",
     "memory_admin.accounts",
     "memory_admin.memory",
     "memory_admin.derived",
@@ -50,6 +54,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # The Content Security Policy (SECURE_CSP, "Production profile" below) goes on every answer.
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # NUL and control characters in a URL are refused before a session, a view or a query sees them.
     "memory_admin.http_errors.RejectControlCharactersMiddleware",
@@ -60,11 +66,18 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "memory_admin.dashboard.middleware.TenantTimezoneMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it turns a sign-in refused for a lockout into the lockout answer.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "memory_admin.urls"
 WSGI_APPLICATION = "memory_admin.wsgi.application"
 AUTH_USER_MODEL = "accounts.Principal"
+# django-axes first: it refuses a locked-out account or address before any password is checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 LOGIN_URL = "dashboard:login"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "dashboard:login"
@@ -206,8 +219,9 @@ USE_TZ = True
 # --- Static files -----------------------------------------------------------------------------
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = VAR_DIR / "static"
-STATIC_ROOT.mkdir(exist_ok=True)
+# Where `collectstatic` gathers the files whitenoise serves (with DEBUG=0 it serves only what is there).
+STATIC_ROOT = Path(envstr("STATIC_ROOT", str(VAR_DIR / "static")))
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 
 # --- Vector index (LanceDB, embedded on local or shared disk) -----------------------------------
 VECTOR_INDEX_PATH = envstr("VECTOR_INDEX_PATH", str(VAR_DIR / "vectors"))
@@ -229,6 +243,30 @@ DELETION_LEASE_SECONDS = envint("DELETION_LEASE_SECONDS", 300)
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", 256 * 1024)
 MEMORY_VALUE_MAX_BYTES = envint("MEMORY_VALUE_MAX_BYTES", 16 * 1024)
 
+# --- Throttling and lockout -------------------------------------------------------------------
+# The client address of a request (throttles, lockout) is REMOTE_ADDR. Behind N reverse proxies that each
+# append to X-Forwarded-For, set TRUSTED_PROXY_COUNT=N and the N-th address from the right is used; with 0
+# (the default) the header is ignored, since any client can write it.
+TRUSTED_PROXY_COUNT = envint("TRUSTED_PROXY_COUNT", 0)
+if TRUSTED_PROXY_COUNT < 0:
+    raise ImproperlyConfigured("TRUSTED_PROXY_COUNT must be 0 or more")
+AXES_HANDLER = "memory_admin.accounts.lockout.LockoutHandler"
+AXES_CLIENT_IP_CALLABLE = "memory_admin.lib.throttling.client_address"
+AXES_LOCKOUT_CALLABLE = "memory_admin.accounts.lockout.lockout_response"
+# Counted per account (any address) and per address (any account); either limit locks that sign-in out.
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_FAILURE_LIMIT = envint("LOGIN_FAILURE_LIMIT", 5)
+LOGIN_ADDRESS_FAILURE_LIMIT = envint("LOGIN_ADDRESS_FAILURE_LIMIT", 20)
+AXES_COOLOFF_TIME = timedelta(minutes=envint("LOGIN_LOCKOUT_MINUTES", 15))
+# A try while locked out is refused without pushing the end of the lockout further away.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+# A successful sign-in does not wipe the failures counted: it would also wipe its address's count, and anyone
+# with one valid login could then guess at other accounts from that address without limit.
+AXES_RESET_ON_SUCCESS = False
+AXES_VERBOSE = False  # no banner on every manage.py command (commands' output is read by scripts)
+if AXES_FAILURE_LIMIT < 1 or LOGIN_ADDRESS_FAILURE_LIMIT < 1:
+    raise ImproperlyConfigured("LOGIN_FAILURE_LIMIT and LOGIN_ADDRESS_FAILURE_LIMIT must be positive")
+
 # --- API --------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -242,7 +280,28 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "memory_admin.lib.schema.AutoSchema",
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_PARSER_CLASSES": ["memory_admin.lib.parsers.LimitedJSONParser"],
+    # Per principal+token and per client address, in the scope of each view (memory_admin/lib/throttling.py):
+    # 429 `throttled` with Retry-After. Rates are read on every request, so an override applies at once.
+    "DEFAULT_THROTTLE_CLASSES": [
+        "memory_admin.lib.throttling.TokenRateThrottle",
+        "memory_admin.lib.throttling.AddressRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "reads": envstr("API_THROTTLE_READS", "1200/min"),
+        "writes": envstr("API_THROTTLE_WRITES", "600/min"),
+        "search": envstr("API_THROTTLE_SEARCH", "300/min"),
+        "source_test": envstr("API_THROTTLE_SOURCE_TEST", "30/min"),
+        "reads_by_address": envstr("API_THROTTLE_READS_PER_ADDRESS", "6000/min"),
+        "writes_by_address": envstr("API_THROTTLE_WRITES_PER_ADDRESS", "3000/min"),
+        "search_by_address": envstr("API_THROTTLE_SEARCH_PER_ADDRESS", "1200/min"),
+        "source_test_by_address": envstr("API_THROTTLE_SOURCE_TEST_PER_ADDRESS", "120/min"),
+    },
+    # The client address is REMOTE_ADDR; X-Forwarded-For is believed only behind this many trusted proxies.
+    "NUM_PROXIES": TRUSTED_PROXY_COUNT,
 }
+for _scope, _rate in REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"].items():  # type: ignore[attr-defined]
+    if not re.fullmatch(r"[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)", _rate):
+        raise ImproperlyConfigured(f"throttle rate {_scope}={_rate!r}: use a number per s, min, hour or day (600/min)")
 SPECTACULAR_SETTINGS = {
     "TITLE": "Memory governance API",
     "DESCRIPTION": "System of record for what agents remember: facts, their history and freshness.",
@@ -251,11 +310,106 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Fields of the same name with different choices get a name each (else drf-spectacular warns in
+    # `check --deploy` and picks a hashed name such as Status944Enum).
+    "ENUM_NAME_OVERRIDES": {
+        "RecordStatusEnum": "memory_admin.memory.models.MemoryRecord.Status",
+        "RecheckOutcomeEnum": "memory_admin.memory.models.RecheckAttempt.Result",
+        "TokenStateEnum": "memory_admin.accounts.models.ApiToken.State",
+    },
 }
 
+# --- Logging: what the product itself logs (README "What is logged") -------------------------------
+# Request lines lose their query strings (a subject id or a search text sits there), django.request
+# records lose the request object (a handler could render its GET/POST/META), exceptions keep their
+# frames and type but not their message (a database error quotes the row), and the worker logs no task
+# arguments or results. LOG_EXCEPTION_MESSAGES=1 logs exception messages while debugging.
+_CONTENT_FREE = ["content_free"]
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {
+        "content_free": {
+            "()": "memory_admin.logging_filters.ContentFreeRecords",
+            "exception_messages": envbool("LOG_EXCEPTION_MESSAGES", False),
+        }
+    },
+    "formatters": {
+        "content_free": {
+            "()": "memory_admin.logging_filters.ContentFreeFormatter",
+            "exception_messages": envbool("LOG_EXCEPTION_MESSAGES", False),
+        },
+        # Django's own format for runserver's request lines, restated because configuring the logger
+        # below replaces the handler Django's defaults gave it.
+        "django.server": {
+            "()": "django.utils.log.ServerFormatter",
+            "format": "[{server_time}] {message}",
+            "style": "{",
+        },
+    },
+    "handlers": {
+        # Every other record the web processes write is rendered the same way, without changing the record
+        # (the worker's own handlers replace this one: Celery's loggers carry the filter, below).
+        "console": {"class": "logging.StreamHandler", "formatter": "content_free"},
+        "django.server": {"class": "logging.StreamHandler", "formatter": "django.server"},
+    },
     "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")},
+    "loggers": {
+        "django.server": {"handlers": ["django.server"], "level": "INFO", "propagate": False, "filters": _CONTENT_FREE},
+        "django.request": {"filters": _CONTENT_FREE},
+        "django.security": {"filters": _CONTENT_FREE},
+        "celery.app.trace": {"filters": _CONTENT_FREE},
+        "celery.worker.strategy": {"filters": _CONTENT_FREE},
+        "celery.worker.request": {"filters": _CONTENT_FREE},
+    },
+}
+
+# --- Production profile (README "Deploying") ----------------------------------------------------------
+# DEBUG=0 is the one switch: cookies only over https, HSTS, and plain http redirected to https. Each
+# setting can still be overridden by its variable. `make run` (DEBUG on) keeps plain http on loopback.
+# The Content Security Policy is the same in both, so the pages and the browser tests run under the
+# policy production sends.
+_PRODUCTION = not DEBUG
+SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", _PRODUCTION)
+CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE", _PRODUCTION)
+# No script reads the CSRF cookie: forms carry the token, htmx sends it in a header (base.html).
+CSRF_COOKIE_HTTPONLY = True
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
+SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", _PRODUCTION)
+SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 31_536_000 if _PRODUCTION else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", True)
+# Only when the operator says a proxy in front terminates TLS and sets this header (and strips it from
+# what clients send): e.g. SECURE_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO. Trusting it without such a
+# proxy would let any client claim https.
+_proxy_ssl_header = envstr("SECURE_PROXY_SSL_HEADER", "")
+if _proxy_ssl_header:
+    if not re.fullmatch(r"HTTP_[A-Z0-9_]+", _proxy_ssl_header):
+        raise ImproperlyConfigured(
+            f"SECURE_PROXY_SSL_HEADER={_proxy_ssl_header!r}: name the header as Django sees it, e.g. HTTP_X_FORWARDED_PROTO"
+        )
+    SECURE_PROXY_SSL_HEADER = (_proxy_ssl_header, "https")
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+# Scripts and styles come from /static/ only: no inline script, no event-handler attribute, no style
+# attribute. The few inline <style> blocks are allowed by their hash: the standalone error pages (they
+# must render when static files are what failed), the printable deletion report (downloaded and opened
+# on its own) and drf-spectacular's Swagger UI page. tests/test_deploy_profile.py fails when a
+# template's inline style no longer matches a hash here.
+CSP_INLINE_STYLE_HASHES = [
+    "'sha256-S01vsV5K2eLuDl0ebOEkG/+xZ7tQKh5HHFAf8l+IBGs='",  # templates/4xx.html, 500.html
+    "'sha256-Qk4tuT7FOlB9aqz1tHLVXa6KM8kN8cpQFybaoNHB6mw='",  # templates/dashboard/deletion_report.html
+    "'sha256-MMpT0iDxyjALd9PdfepImGX3DBfJPXZ4IlDWdPAgtn0='",  # drf_spectacular/swagger_ui.html
+]
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF],
+    "style-src": [CSP.SELF, *CSP_INLINE_STYLE_HASHES],
+    # The favicon is `data:,`; Swagger UI draws its icons from data: URLs.
+    "img-src": [CSP.SELF, "data:"],
+    "connect-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.NONE],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
 }

@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, settings
 from rest_framework.test import APIClient
 
 from memory_admin.accounts.models import Principal
-from memory_admin.accounts.services import ensure_principal, issue_token
+from memory_admin.accounts.services import create_token, ensure_principal, issue_token
 from memory_admin.memory.actions import Assertion, assert_fact
 from tests.conftest import at
 
@@ -161,6 +161,7 @@ def _seed_tenant(agent: Principal, other_agent: Principal, owner: Principal, com
         "agent_id": [agent.name],
         "id": [str(policy.json()["id"])],
         "request_id": [deletion.json()["id"]],
+        "token_id": [str(create_token(other_agent, "spare")[0].pk)],
     }
 
 
@@ -222,7 +223,7 @@ schema = schemathesis.pytest.from_fixture("api_schema")
 
 
 def persona_for(method: str, path: str) -> str:
-    if path.startswith("/api/v1/field-policies/"):
+    if path.startswith(("/api/v1/field-policies/", "/api/v1/tokens/")):
         return "owner"
     if path.startswith("/api/v1/deletion-requests/"):
         return "compliance"

@@ -80,7 +80,11 @@ def test_an_older_revision_imported_late_is_kept_as_history_never_current(api, a
 
 def test_a_lesser_source_never_edits_the_canonical_value(api, agent, admin, moved_deadline):
     FieldPolicy.objects.create(
-        tenant=admin.tenant, predicate="submission_deadline", canonical_ref_prefix="task-system:"
+        tenant=admin.tenant,
+        predicate="submission_deadline",
+        canonical_ref_prefix="task-system:",
+        # The prefix alone is a claim: agent-7 is the principal the policy names for the task system.
+        canonical_source={"connector": "manual", "reporters": ["agent-7"]},
     )
     guess = deadline("2026-11-09T17:00+09:00", "1", at(10, 23), ref="web:some-article", expected_revision=2)
     response = api(agent).post("/api/v1/records/", body(guess), format="json")
@@ -91,7 +95,11 @@ def test_a_lesser_source_never_edits_the_canonical_value(api, agent, admin, move
 
 def test_the_canonical_source_outranks_a_lesser_current_value(api, agent, admin):
     FieldPolicy.objects.create(
-        tenant=admin.tenant, predicate="submission_deadline", canonical_ref_prefix="task-system:"
+        tenant=admin.tenant,
+        predicate="submission_deadline",
+        canonical_ref_prefix="task-system:",
+        # The prefix alone is a claim: agent-7 is the principal the policy names for the task system.
+        canonical_source={"connector": "manual", "reporters": ["agent-7"]},
     )
     client = api(agent)
     client.post("/api/v1/records/", body(deadline("2026-11-09", "1", at(10, 20), ref="chat:msg-1")), format="json")

@@ -346,6 +346,12 @@ def test_every_endpoint_answers_in_the_shape_its_schema_describes(
         request_id=other_request["id"],
     )
 
+    # API tokens (admins): issue one to an agent (the secret shown once), list them, revoke it.
+    expiry = (timezone.now() + timedelta(days=1)).isoformat()
+    issued = call("owner", "post", "/tokens/", 201, {"principal": "agent-9", "name": "ci", "expires_at": expiry})
+    call("owner", "get", "/tokens/", 200)
+    call("owner", "post", "/tokens/{token_id}/revoke/", 200, {"reason": "rotated"}, token_id=issued["id"])
+
     missing = call.conformance.operations() - call.conformance.exercised
     assert not missing, f"operations never exercised: {sorted(missing)}"
 

@@ -22,6 +22,19 @@ QUOTE_MIN_CHARS, QUOTE_MAX_CHARS = 8, 1000
 QUOTE_MAX_VALUES = 200  # current values first, then the longest
 QUOTE_CHUNK = 50  # LIKE conditions per statement
 
+# Which logs this store answers for, named in every verification (the report shows them): the product's
+# event lines are redacted here; the server's own logs are kept free of content by configuration instead
+# (README "What is logged"), so there is nothing of the subject in them to delete.
+LOG_STORES = {
+    "covered": ["events: raw conversation lines the agents sent (this store redacts them)"],
+    "not_covered": [
+        "web server access logs (gunicorn, runserver): paths and status only, no query strings or bodies",
+        "application error logs (django.request): path, exception type and frames, no request or message",
+        "worker logs (Celery): task names and ids, no arguments or results",
+    ],
+    "why_not_covered": "configured to carry no memory content; see README 'What is logged'",
+}
+
 
 def _strings(value: Any) -> list[str]:
     """The strings in a JSON value (itself, or the leaves of its lists and objects)."""
@@ -126,5 +139,6 @@ class LogsStore(Store):
                 "target_lines_unredacted": unredacted,
                 "target_subject_tags": tags,
                 "redacted_with_marker": Event.objects.filter(pk__in=t["ids"], redacted_at__isnull=False).count(),
+                "log_stores": LOG_STORES,
             },
         )

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.http import HttpRequest
 
 from memory_admin.accounts.models import ApiToken, Principal, Tenant
 
@@ -19,5 +20,14 @@ class PrincipalAdmin(admin.ModelAdmin):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ["prefix", "principal", "label", "created_at", "revoked_at"]
-    readonly_fields = ["key_hash", "prefix", "created_at"]
+    """Read-only here: tokens are issued and revoked through memory.tokens (the API, the Tokens page, the
+    commands), which audits every change; an edit in this admin would not be audited. (Deleting stays
+    possible, as deleting a principal deletes its tokens.)"""
+
+    list_display = ["prefix", "name", "principal", "created_at", "expires_at", "last_used_at", "revoked_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: ApiToken | None = None) -> bool:
+        return False

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
@@ -23,9 +24,19 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             raw = header[1].decode()
         except UnicodeError:
             raise exceptions.AuthenticationFailed("Token is not valid text.") from None
-        token = ApiToken.objects.authenticate(raw)
-        if token is None or not token.principal.is_active:
-            raise exceptions.AuthenticationFailed("Unknown or revoked token.")
+        # Looked up on every request, never cached: a revocation or an expiry holds from the next request.
+        token = ApiToken.objects.lookup(raw)
+        if token is None:
+            raise exceptions.AuthenticationFailed("Unknown token.")
+        now = timezone.now()
+        state = token.state(now)
+        if state == ApiToken.State.REVOKED:
+            raise exceptions.AuthenticationFailed("Token revoked.")
+        if state == ApiToken.State.EXPIRED:
+            raise exceptions.AuthenticationFailed("Token expired.")
+        if not token.principal.is_active:
+            raise exceptions.AuthenticationFailed("The token's principal is deactivated.")
+        token.touch(now)  # at most one write per token per minute (accounts.models.LAST_USED_RESOLUTION)
         return token.principal, token
 
     def authenticate_header(self, request: Request) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import datetime, timedelta
 from typing import Any, Protocol, cast
 
 from django.contrib.auth.models import AbstractUser, UserManager
@@ -119,34 +120,103 @@ def _hash_token(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
+# A token's `last_used_at` is written at most once per this interval: authentication then costs a write
+# per token per minute, not one per request (a conditional UPDATE ... WHERE last_used_at < now - interval,
+# so concurrent requests race harmlessly). "Last used" is therefore exact to within this interval.
+LAST_USED_RESOLUTION = timedelta(seconds=60)
+# The non-secret head of a token shown to people ("mga_" and 8 random characters): enough to tell tokens
+# apart, far too little to guess the rest (the token carries 256 random bits).
+PREFIX_LENGTH = 12
+
+
+class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
+    def for_tenant(self, tenant_id: int) -> ApiTokenQuerySet:
+        """The tenant's tokens with what a list shows of them (one query)."""
+        return self.filter(principal__tenant_id=tenant_id).select_related("principal", "created_by", "revoked_by")
+
+
 class ApiTokenManager(models.Manager["ApiToken"]):
-    def issue(self, principal: Principal, label: str = "") -> tuple[ApiToken, str]:
+    def get_queryset(self) -> ApiTokenQuerySet:
+        return ApiTokenQuerySet(self.model, using=self._db)
+
+    def for_tenant(self, tenant_id: int) -> ApiTokenQuerySet:
+        return self.get_queryset().for_tenant(tenant_id)
+
+    def issue(
+        self,
+        principal: Principal,
+        name: str = "",
+        *,
+        expires_at: datetime | None = None,
+        created_by: Principal | None = None,
+    ) -> tuple[ApiToken, str]:
         """Create a token and return it with its raw value, which is never stored or shown again."""
         raw = "mga_" + secrets.token_urlsafe(32)
-        token = self.create(principal=principal, key_hash=_hash_token(raw), prefix=raw[:10], label=label)
+        token = self.create(
+            principal=principal,
+            key_hash=_hash_token(raw),
+            prefix=raw[:PREFIX_LENGTH],
+            name=name,
+            expires_at=expires_at,
+            created_by=created_by,
+        )
         return token, raw
 
-    def authenticate(self, raw: str) -> ApiToken | None:
-        return (
-            self.select_related("principal", "principal__tenant")
-            .filter(key_hash=_hash_token(raw), revoked_at__isnull=True)
-            .first()
-        )
+    def lookup(self, raw: str) -> ApiToken | None:
+        """The token with this raw value, whatever its state (the caller says why it is refused); read from
+        the database on every call: nothing caches it, so a revocation or expiry holds from the next request."""
+        return self.select_related("principal", "principal__tenant").filter(key_hash=_hash_token(raw)).first()
 
 
 class ApiToken(models.Model):
+    class State(models.TextChoices):
+        ACTIVE = "active", "Active"
+        EXPIRED = "expired", "Expired"
+        REVOKED = "revoked", "Revoked"
+
     principal = models.ForeignKey(Principal, on_delete=models.CASCADE, related_name="tokens")
     # Only a SHA-256 of the token is kept; `prefix` lets a person tell tokens apart.
     key_hash = models.CharField(max_length=64, unique=True)
-    prefix = models.CharField(max_length=10)
-    label = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=16)
+    name = models.CharField(max_length=100)
     created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(
+        Principal, on_delete=models.SET_NULL, null=True, blank=True, related_name="+", help_text="null: a command"
+    )
+    expires_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(Principal, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    revoke_reason = models.CharField(max_length=2000, blank=True)
 
     objects = ApiTokenManager()
 
     def __str__(self) -> str:
-        return f"{self.prefix}… ({self.principal})"
+        return f"{self.prefix}… {self.name} ({self.principal})"
 
-    def revoke(self, **_: Any) -> None:
-        ApiToken.objects.filter(pk=self.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    def state(self, now: datetime | None = None) -> ApiToken.State:
+        if self.revoked_at is not None:
+            return ApiToken.State.REVOKED
+        if self.expires_at is not None and self.expires_at <= (now or timezone.now()):
+            return ApiToken.State.EXPIRED
+        return ApiToken.State.ACTIVE
+
+    def revoke(self, *, by: Principal | None = None, reason: str = "", now: datetime | None = None) -> bool:
+        """Revoke by compare-and-set: True if this call revoked it, False if it was revoked already."""
+        now = now or timezone.now()
+        changed = ApiToken.objects.filter(pk=self.pk, revoked_at__isnull=True).update(
+            revoked_at=now, revoked_by=by, revoke_reason=reason
+        )
+        if changed:
+            self.revoked_at, self.revoked_by, self.revoke_reason = now, by, reason
+        return bool(changed)
+
+    def touch(self, now: datetime | None = None) -> None:
+        """Record a use, at most once per LAST_USED_RESOLUTION (see there)."""
+        now = now or timezone.now()
+        if self.last_used_at is not None and self.last_used_at > now - LAST_USED_RESOLUTION:
+            return  # fresh enough: no write at all
+        ApiToken.objects.filter(pk=self.pk).filter(
+            models.Q(last_used_at__isnull=True) | models.Q(last_used_at__lt=now - LAST_USED_RESOLUTION)
+        ).update(last_used_at=now)
+        self.last_used_at = now

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 
 from django.contrib.auth import password_validation
 from django.db import transaction
@@ -55,6 +56,29 @@ def ensure_principal(
     return principal
 
 
-def issue_token(principal: Principal, label: str = "") -> str:
-    _, raw = ApiToken.objects.issue(principal, label=label)
-    return raw
+def issue_token(
+    principal: Principal,
+    name: str = "",
+    *,
+    expires_at: datetime | None = None,
+    created_by: Principal | None = None,
+) -> str:
+    """A new token's raw value (shown once; only its hash is kept). Not audited: the doors issue tokens through
+    memory.tokens, which validates and audits; this is for the tests, the demo and the benchmarks."""
+    return create_token(principal, name, expires_at=expires_at, created_by=created_by)[1]
+
+
+def create_token(
+    principal: Principal,
+    name: str = "",
+    *,
+    expires_at: datetime | None = None,
+    created_by: Principal | None = None,
+) -> tuple[ApiToken, str]:
+    """The token row and its raw value; a blank name becomes "token-<id>" (every token has a name)."""
+    with transaction.atomic():
+        token, raw = ApiToken.objects.issue(principal, name, expires_at=expires_at, created_by=created_by)
+        if not name:
+            token.name = f"token-{token.pk}"
+            token.save(update_fields=["name"])
+    return token, raw

@@ -46,16 +46,13 @@ def _days_left(due: date | None) -> int | None:
 @member_required
 def request_list(request: HttpRequest) -> HttpResponse:
     principal = principal_of(request)
-    if not principal.has_role("compliance", "owner", "admin"):
+    if not service.may_read(principal):
         raise Forbidden("Deletion requests are for compliance staff, owners and admins.")
     rows = [
         {"request": r, "report": service.report(r), "days_left": _days_left(r.due_by)}
-        for r in DeletionRequest.objects.filter(tenant_id=principal.tenant_id)
-        .select_related("project", "requested_by", "approved_by")
-        .prefetch_related("stores")
-        .order_by("-id")[:200]
+        for r in service.visible_requests(principal).prefetch_related("stores")[:200]
     ]
-    return render(request, "dashboard/deletions.html", {"rows": rows, "can_file": principal.has_role("compliance")})
+    return render(request, "dashboard/deletions.html", {"rows": rows, "can_file": service.may_act(principal)})
 
 
 @member_required
@@ -66,7 +63,7 @@ def request_new(request: HttpRequest) -> HttpResponse:
     filing refuses a scope or project other than the previewed one ("Edit scope" goes back to the form).
     """
     principal = principal_of(request)
-    if not principal.has_role("compliance"):
+    if not service.may_act(principal):  # checked again when filing; here so the form is not shown
         raise Forbidden("Only compliance staff file deletion requests.")
     form = DeletionForm(request.POST or None, initial=request.GET.dict())
     preview: dict[str, dict[str, Any]] | None = None
@@ -138,11 +135,14 @@ def _file_previewed(request: HttpRequest, form: DeletionForm) -> HttpResponse:
 
 @member_required
 def request_detail(request: HttpRequest, public_id: str) -> HttpResponse:
-    deletion = service.get_request(principal_of(request), public_id)
+    principal = principal_of(request)
+    deletion = service.get_request(principal, public_id)
     context = {
         "deletion": deletion,
         "report": service.report(deletion),
-        "can_act": principal_of(request).has_role("compliance"),
+        # What the page offers comes from the rules the actions enforce (service.may_act, can_retry).
+        "can_act": service.may_act(principal),
+        "can_retry": service.can_retry(deletion),
     }
     template = "dashboard/deletion.html#progress" if request.headers.get("HX-Request") else "dashboard/deletion.html"
     return render(request, template, context)
@@ -173,9 +173,7 @@ def request_action(request: HttpRequest, public_id: str, verb: str) -> HttpRespo
         elif verb == "cancel":
             service.cancel(principal, public_id, request.POST.get("reason", ""))
         elif verb == "retry":
-            if not principal.has_role("compliance"):
-                raise Forbidden("Only compliance staff retry deletions.")
-            service.retry_stores(service.get_request(principal, public_id))
+            service.retry_stores(principal, public_id)
     except (Forbidden, NotFound):
         raise  # another tenant's or an unknown request is a 404, not a redirect with a message
     except DomainError as exc:
@@ -217,7 +215,7 @@ def tombstone_lift(request: HttpRequest, tombstone_id: int) -> HttpResponse:
     """An owner lets a deleted item be written again: a confirmation page with a reason first (no JavaScript
     needed), then service.lift_tombstone, which decides who may and audits it (`tombstone.lifted`)."""
     principal = principal_of(request)
-    if not principal.has_role("owner"):
+    if not service.may_lift_tombstones(principal):  # before the confirmation page; the service checks again
         raise Forbidden("Only an owner can lift a tombstone.")
     stone = Tombstone.objects.filter(tenant_id=principal.tenant_pk, pk=tombstone_id).first()
     if stone is None:

@@ -11,6 +11,7 @@ from django.utils import timezone
 from memory_admin.memory import validation
 from memory_admin.memory.audit import Action
 from memory_admin.memory.connectors import CONNECTORS, SettingField
+from memory_admin.memory.reads import FRESHNESS_LABELS
 
 
 class LocalDateTimeField(forms.CharField):
@@ -57,12 +58,7 @@ class RecordFilterForm(forms.Form):
     status = forms.ChoiceField(required=False, choices=STATUS_VIEWS)
     freshness = forms.ChoiceField(
         required=False,
-        choices=[
-            ("", "Any freshness"),
-            ("fresh", "Fresh"),
-            ("recheck_due", "Recheck due"),
-            ("never_verified", "Never verified"),
-        ],
+        choices=[("", "Any freshness")] + [(key, label.capitalize()) for key, label in FRESHNESS_LABELS.items()],
     )
     source = forms.CharField(required=False, max_length=500, label="Source starts with")
     after = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)

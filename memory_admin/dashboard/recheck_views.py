@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,10 +18,17 @@ from django.views.decorators.http import require_POST
 
 from memory_admin.dashboard.forms import ManualVerifyForm, PolicyForm, SourceTestForm
 from memory_admin.dashboard.helpers import confirmed, fact_url, member_required, principal_of, redirect_back, safe_next
+from memory_admin.lib import throttling
 from memory_admin.memory import actions, rechecks
-from memory_admin.memory.errors import DomainError, Forbidden
+from memory_admin.memory.errors import DomainError, Forbidden, InvalidState
 from memory_admin.memory.models import FieldPolicy, MemoryRecord, RecheckAttempt
-from memory_admin.memory.policies import delete_field_policy, policy_for, save_field_policy
+from memory_admin.memory.policies import (
+    delete_field_policy,
+    may_edit_policies,
+    may_read_policies,
+    policies_for,
+    save_field_policy,
+)
 
 Result = RecheckAttempt.Result
 RESULT_WORDS = {
@@ -38,7 +46,7 @@ TEST_FORM_IDS = "test_%s"
 
 
 def _require_admin(request: HttpRequest) -> None:
-    if not principal_of(request).has_role("admin"):
+    if not may_edit_policies(principal_of(request)):  # before showing a form; saving checks again
         raise Forbidden("Only admins manage field policies.")
 
 
@@ -57,14 +65,14 @@ def _policy(request: HttpRequest, policy_id: int) -> FieldPolicy:
 def policy_list(request: HttpRequest) -> HttpResponse:
     principal = principal_of(request)
     # Compliance staff read everything (policies included) and change nothing.
-    if not principal.has_role("admin", "compliance"):
+    if not may_read_policies(principal):
         raise Forbidden("Only admins manage field policies.")
     policies = (
         FieldPolicy.objects.filter(tenant_id=principal.tenant_id)
         .select_related("project")
         .order_by("predicate", "project__key")
     )
-    return render(request, "dashboard/policies.html", {"policies": policies, "can_edit": principal.has_role("admin")})
+    return render(request, "dashboard/policies.html", {"policies": policies, "can_edit": may_edit_policies(principal)})
 
 
 @member_required
@@ -122,10 +130,16 @@ def policy_delete(request: HttpRequest, policy_id: int) -> HttpResponse:
 def policy_test(request: HttpRequest, policy_id: int) -> HttpResponse:
     """ "Test this source": fetch one subject now and show what a recheck would conclude."""
     _require_admin(request)
+    # The API's `source_test` budget (the server fetches a canonical source): the same throttles, one count.
+    wait = throttling.throttle_wait(request, throttling.SOURCE_TEST)
     policy = _policy(request, policy_id)
     form = SourceTestForm(request.POST, auto_id=TEST_FORM_IDS)
     result: dict[str, Any] | None = None
-    if form.is_valid():
+    if wait is not None:
+        seconds = math.ceil(wait)
+        words = f"Too many source tests; try again in {seconds} seconds. Nothing was fetched."
+        result = {"outcome": "throttled", "words": words, "detail": ""}
+    elif form.is_valid():
         result = rechecks.test_source(policy, form.cleaned_data["subject_id"], form.cleaned_data["project_id"] or None)
         result["words"] = RESULT_WORDS.get(result["outcome"], result["detail"])
         for key in ("observed_value", "current_value"):
@@ -138,6 +152,10 @@ def policy_test(request: HttpRequest, policy_id: int) -> HttpResponse:
         "test_form": form,
         "test_result": result,
     }
+    if wait is not None:
+        response = render(request, template, context, status=429)
+        response["Retry-After"] = str(math.ceil(wait))
+        return response
     return render(request, template, context, status=200 if form.is_valid() else 400)
 
 
@@ -154,21 +172,17 @@ def recheck_queue(request: HttpRequest) -> HttpResponse:
     principal = principal_of(request)
     now = timezone.now()
     records = list(
+        # Today's value and a scheduled successor alike (the sweep's rule, `RecordQuerySet.kept_fresh`).
         MemoryRecord.objects.for_tenant(principal.tenant_pk)
-        .filter(status=MemoryRecord.Status.ACCEPTED, is_head=True)
+        .kept_fresh(now)
         .filter(Q(recheck_after__lte=now) | ~Q(attention=""))
         .select_related("project")
         .order_by("recheck_after")[:300]
     )
-    policies = {
-        (p.project.key if p.project_id else None, p.predicate): p  # type: ignore[union-attr]
-        for p in FieldPolicy.objects.filter(
-            tenant_id=principal.tenant_id, predicate__in={r.predicate for r in records}
-        ).select_related("project")
-    }
+    policies = policies_for(principal.tenant_pk, {(r.project.key, r.predicate) for r in records})
     rows = []
     for record in records:
-        policy = policies.get((record.project.key, record.predicate)) or policies.get((None, record.predicate))
+        policy = policies[(record.project.key, record.predicate)]
         rows.append(
             QueueRow(
                 record=record,
@@ -189,16 +203,14 @@ def recheck_queue(request: HttpRequest) -> HttpResponse:
 def recheck(request: HttpRequest, memory_id: str) -> HttpResponse:
     """ "Recheck now": fetch from the canonical source synchronously, bounded by its timeout."""
     principal = principal_of(request)
-    if not principal.can_curate:
+    if not principal.can_curate:  # before reading the record, so a reader learns nothing; the domain checks again
         raise Forbidden("Only owners and admins start rechecks.")
     record = actions.get_record(principal, memory_id)
-    if record.status != MemoryRecord.Status.ACCEPTED or not record.is_head:
-        messages.error(request, f"Only the current record can be rechecked; this one is {record.status}.")
+    try:
+        attempt = rechecks.request_recheck_now(principal, record, trigger=RecheckAttempt.Trigger.DASHBOARD)
+    except InvalidState as exc:
+        messages.error(request, exc.detail)
         return redirect_back(request, fact_url(record))
-    if not rechecks.can_fetch(policy_for(record.tenant_id, record.project.key, record.predicate)):
-        messages.error(request, "This field has no canonical source the server can fetch; nothing was rechecked.")
-        return redirect_back(request, fact_url(record))
-    attempt = rechecks.recheck_now(record, trigger=RecheckAttempt.Trigger.DASHBOARD, reporter=principal)
     words = RESULT_WORDS[Result(attempt.outcome)]
     if attempt.verified:
         messages.success(request, f"Recheck of {memory_id}: {words}.")
@@ -233,23 +245,16 @@ def manual_verify(request: HttpRequest, memory_id: str) -> HttpResponse:
         "changed": Result.VERIFIED_CHANGED,
         "cannot_tell": Result.SOURCE_AMBIGUOUS,
     }[verdict]
-    policy = policy_for(record.tenant_id, record.project.key, record.predicate)
-    if not (policy and policy.canonical_source and policy.canonical_source.get("connector") == "manual"):
-        messages.error(request, "This field is not verified manually; use Recheck now.")
-        return redirect_back(request, fact_url(record))
     try:
-        attempt = rechecks.report_recheck(
+        # Refused unless a person verifies this field (policies.is_manual), then as any report.
+        attempt = rechecks.report_manual_verification(
             principal,
             record,
             outcome=outcome,
             observed_value=observed if verdict == "changed" else None,
             source_revision=form.cleaned_data["source_revision"] or timezone.now().isoformat(),
             error=form.cleaned_data["note"] if verdict == "cannot_tell" else "",
-            trigger=RecheckAttempt.Trigger.MANUAL,
         )
-    except Forbidden as exc:
-        messages.error(request, f"Not recorded: {exc.detail}")
-        return redirect_back(request, fact_url(record))
     except DomainError as exc:
         messages.error(request, f"Not recorded: {exc.detail}")
         return redirect_back(request, fact_url(record))

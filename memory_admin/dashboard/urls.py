@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from memory_admin.dashboard import deletion_views, derived_views, recheck_views, views
+from memory_admin.dashboard import deletion_views, derived_views, lockout_views, recheck_views, token_views, views
 
 app_name = "dashboard"
 
@@ -38,4 +38,9 @@ urlpatterns = [
     path("policies/<int:policy_id>/", recheck_views.policy_edit, name="policy"),
     path("policies/<int:policy_id>/delete/", recheck_views.policy_delete, name="policy_delete"),
     path("policies/<int:policy_id>/test/", recheck_views.policy_test, name="policy_test"),
+    path("tokens/", token_views.token_list, name="tokens"),
+    path("tokens/new/", token_views.token_new, name="token_new"),
+    path("tokens/<int:token_id>/revoke/", token_views.token_revoke, name="token_revoke"),
+    path("lockouts/", lockout_views.sign_in_lockouts, name="lockouts"),
+    path("lockouts/<str:principal_id>/unlock/", lockout_views.unlock, name="unlock"),
 ]

@@ -20,6 +20,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from deletion import service as deletion_service
 from deletion import tombstones
 from deletion.models import Tombstone
 from memory_admin.accounts.models import Principal
@@ -47,7 +48,7 @@ from memory_admin.derived.dependants import dependants_of
 from memory_admin.memory import actions, reads, rechecks, task_failures
 from memory_admin.memory.errors import DomainError, Forbidden, NotFound
 from memory_admin.memory.models import AuditEvent, Dispute, MemoryRecord, RecheckAttempt
-from memory_admin.memory.policies import policy_for
+from memory_admin.memory.policies import is_manual, policy_for
 
 Status = MemoryRecord.Status
 # Audit events are shown by the time they happened (`at`, which a domain action may set to its own `now`),
@@ -136,16 +137,9 @@ def _filtered_records(principal: Principal, data: dict[str, Any]) -> Any:
         records = records.filter(predicate=data["predicate"])
     if data.get("source"):
         records = records.filter(source_canonical_ref__startswith=data["source"])
-    now = timezone.now()
-    match data.get("freshness"):
-        case "fresh":
-            records = records.filter(last_verified_at__isnull=False).filter(
-                Q(recheck_after__isnull=True) | Q(recheck_after__gt=now)
-            )
-        case "recheck_due":
-            records = records.filter(last_verified_at__isnull=False, recheck_after__lte=now)
-        case "never_verified":
-            records = records.filter(last_verified_at__isnull=True)
+    if data.get("freshness"):
+        # The same rule the API's reads answer with (reads.freshness_of), as a query.
+        records = records.filter(reads.freshness_filter(data["freshness"], timezone.now()))
     if data.get("q"):
         q = data["q"]
         records = records.annotate(value_text=Cast("value", TextField())).filter(
@@ -231,8 +225,8 @@ def _tombstone_page(request: HttpRequest, stones: list[Tombstone], asked: str) -
         "asked": asked,
         "stones": stones,
         "requests": list({s.request_public_id: s.request for s in stones}.items()),
-        "can_follow": principal.has_role("compliance", "owner", "admin"),
-        "can_lift": principal.has_role("owner"),
+        "can_follow": deletion_service.may_read(principal),
+        "can_lift": deletion_service.may_lift_tombstones(principal),
         "here": request.get_full_path(),
     }
     return render(request, "dashboard/tombstone.html", context, status=410)
@@ -302,8 +296,8 @@ def fact(request: HttpRequest) -> HttpResponse:
         "current": current,
         "view": view,
         "head": head,
-        "can_exclude": principal.can_curate and head.status not in (Status.EXCLUDED, Status.DISPUTED),
-        "can_expire": principal.can_curate and head.status == Status.ACCEPTED,
+        "can_exclude": principal.can_curate and head.excludable,
+        "can_expire": principal.can_curate and head.expirable,
         "as_of_form": as_of_form,
         "as_of_record": as_of_record,
         "asked": asked,
@@ -319,12 +313,13 @@ def fact(request: HttpRequest) -> HttpResponse:
         ).first(),
         "operations": OPERATIONS,
         "policy": policy,
-        "manual_field": bool(policy and (policy.canonical_source or {}).get("connector") == "manual"),
+        "manual_field": is_manual(policy),
         # "Recheck now" is offered only when the server can fetch the field's canonical source itself.
         "can_fetch": rechecks.can_fetch(policy),
         "attempts": RecheckAttempt.objects.filter(record__in=[r.pk for r in chain]).order_by("-id")[:50],
         "derived": dependants_of(chain),
         "can_curate": principal.can_curate,
+        "can_request_deletion": deletion_service.may_act(principal),
         "here": request.get_full_path(),
     }
     return render(request, partial(request, "dashboard/fact.html", "asof"), context)

@@ -16,6 +16,7 @@ from memory_admin.accounts.models import principal_of
 from memory_admin.derived import lineage, search
 from memory_admin.derived.lineage import BaseRef
 from memory_admin.derived.models import ContextLoad, Event, EventSubject, Invalidation, ScheduledAction, Summary
+from memory_admin.lib.throttling import SEARCH
 from memory_admin.memory import validation
 from memory_admin.memory.api.serializers import (
     AwareDateTimeField,
@@ -472,6 +473,8 @@ class SearchResultSerializer(serializers.Serializer):
 
 
 class SearchViewSet(viewsets.ViewSet):
+    throttle_scope = SEARCH  # vector search costs more than a read: its own budget
+
     @extend_schema(parameters=[SearchQuerySerializer], responses=SearchResultSerializer)
     def list(self, request: Request) -> Response:
         """Top-k retrieval as an agent sees it; only usable records unless include=all."""

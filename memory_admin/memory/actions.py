@@ -33,7 +33,7 @@ from memory_admin.memory.errors import (
 )
 from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord, Project
 from memory_admin.memory.policies import authorize_issuer, policy_for
-from memory_admin.memory.ranking import compare_source_revisions, source_rank
+from memory_admin.memory.ranking import compare_source_revisions, record_rank, source_rank
 
 Status = MemoryRecord.Status
 logger = logging.getLogger(__name__)
@@ -399,8 +399,10 @@ def decide(w: _Write) -> Decision:
 
     same_source = head.source_canonical_ref == a.source_canonical_ref
     order = compare_source_revisions(a.source_revision, head.source_revision) if same_source else None
-    new_rank = source_rank(w.policy, a.source_canonical_ref)
-    head_rank = source_rank(w.policy, head.source_canonical_ref)
+    # A canonical-prefix ref ranks only when backed (the issuer is the named source, or a server fetch);
+    # the head's rank is computed by the same rule from what it keeps.
+    new_rank = source_rank(w.policy, a.source_canonical_ref, w.principal, fetched=w.verified_at is not None)
+    head_rank = record_rank(w.policy, head)
     outranked = new_rank < head_rank
 
     # Step 3: a late import of an older revision, or a lesser source against the canonical one.
@@ -599,7 +601,7 @@ def exclude_record(principal: Principal, memory_id: str, reason: str, *, now: da
         record = get_record(principal, memory_id, for_update=True)
         if record.status == Status.EXCLUDED:
             return record
-        if record.status == Status.DISPUTED:
+        if not record.excludable:
             raise DisputeOpen("This record is part of an open dispute; resolve the dispute instead.")
         before = audit.snapshot(record)
         was_current = record.status == Status.ACCEPTED
@@ -638,7 +640,7 @@ def expire_record(
     now = now or timezone.now()
     with transaction.atomic():
         record = get_record(principal, memory_id, for_update=True)
-        if record.status != Status.ACCEPTED:
+        if not record.expirable:
             raise InvalidState(f"Only an accepted record can expire; this one is {record.status}.")
         end = max(record.valid_from, valid_to or now)
         if record.valid_to is not None and record.valid_to < end:

@@ -48,6 +48,11 @@ class Action(models.TextChoices):
     DELETION_REOPENED = "deletion.reopened"
     DELETION_PURGE_CONFIRMED = "deletion.purge_confirmed"
     TOMBSTONE_LIFTED = "tombstone.lifted"
+    # API tokens (memory.tokens): issued by an admin or a command, revoked by an admin or a command.
+    TOKEN_ISSUED = "token.issued"
+    TOKEN_REVOKED = "token.revoked"
+    # A tenant admin unlocked a person's sign-in after a lockout (memory.lockouts).
+    LOGIN_UNLOCKED = "login.unlocked"
     # A background task skipped one row (memory.task_failures).
     TASK_FAILED = "task.failed"
 

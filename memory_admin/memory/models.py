@@ -91,8 +91,16 @@ class RecordQuerySet(models.QuerySet["MemoryRecord"]):
             valid_from__lte=valid_at,
         ).filter((cut_known & within_cut) | (Q(valid_to_recorded_at__gt=known_at) & within_asserted))
 
+    def kept_fresh(self, now: datetime) -> RecordQuerySet:
+        """Accepted records whose validity has not ended by `now`: the one in effect now (the answer read for
+        acting today, which is not the head while a successor is scheduled) and any scheduled successor.
+        The recheck engine keeps these fresh; `MemoryRecord.kept_fresh_at` is the same rule for one row."""
+        return self.filter(status=MemoryRecord.Status.ACCEPTED).filter(Q(valid_to__isnull=True) | Q(valid_to__gt=now))
+
     def due_for_recheck(self, now: datetime) -> RecordQuerySet:
-        return self.filter(status=MemoryRecord.Status.ACCEPTED, recheck_after__lte=now)
+        # Served by the partial index `record_due_for_recheck` (accepted rows by recheck_after); the validity
+        # condition is checked on the rows the index finds.
+        return self.kept_fresh(now).filter(recheck_after__lte=now)
 
     def with_public_relations(self) -> RecordQuerySet:
         """Everything the record format renders, in a constant number of queries."""
@@ -238,6 +246,25 @@ class MemoryRecord(models.Model):
             and self.valid_from <= now
             and (self.valid_to is None or self.valid_to > now)
         )
+
+    def kept_fresh_at(self, now: datetime) -> bool:
+        """Whether the recheck engine keeps this record fresh at `now` (as `RecordQuerySet.kept_fresh`): the
+        record in effect now, or a scheduled successor. Not "the head" alone: while a successor is scheduled,
+        the head is the successor, and today's value (read for answering and acting today) must not be skipped.
+        """
+        return self.status == self.Status.ACCEPTED and (self.valid_to is None or self.valid_to > now)
+
+    # Which curation a record's status allows: actions.exclude_record / expire_record enforce these, and the
+    # dashboard offers a control only where they hold (role checks apart).
+    @property
+    def excludable(self) -> bool:
+        """Not excluded already, and not in an open dispute (resolving the dispute decides it)."""
+        return self.status not in (self.Status.EXCLUDED, self.Status.DISPUTED)
+
+    @property
+    def expirable(self) -> bool:
+        """Only an accepted record can expire."""
+        return self.status == self.Status.ACCEPTED
 
 
 class Dispute(PublicIdModel):

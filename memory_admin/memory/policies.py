@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -10,7 +11,7 @@ from django.utils.duration import duration_iso_string
 
 from memory_admin.accounts.models import Principal, Tenant
 from memory_admin.memory import audit, validation
-from memory_admin.memory.connectors import validate_source
+from memory_admin.memory.connectors import Connector, connector_for, validate_source
 from memory_admin.memory.errors import Forbidden, InvalidInput, IssuerNotAuthorized
 from memory_admin.memory.models import FieldPolicy, Project
 
@@ -21,12 +22,56 @@ def policy_for(tenant: Tenant | int, project_key: str, predicate: str) -> FieldP
     # here, a simpler query than ordering with NULLS LAST on every write.
     tenant_id = tenant if isinstance(tenant, int) else tenant.pk
     candidates = list(FieldPolicy.objects.filter(tenant_id=tenant_id, predicate=predicate).select_related("project"))
-    own = next((p for p in candidates if p.project is not None and p.project.key == project_key), None)
-    return own or next((p for p in candidates if p.project_id is None), None)
+    return _choose(candidates, project_key, predicate)
+
+
+def policies_for(tenant: Tenant | int, fields: Iterable[tuple[str, str]]) -> dict[tuple[str, str], FieldPolicy | None]:
+    """`policy_for` of many (project key, predicate) fields in one query (a page listing many records)."""
+    tenant_id = tenant if isinstance(tenant, int) else tenant.pk
+    wanted = set(fields)
+    candidates = list(
+        FieldPolicy.objects.filter(tenant_id=tenant_id, predicate__in={p for _, p in wanted}).select_related("project")
+    )
+    return {(key, predicate): _choose(candidates, key, predicate) for key, predicate in wanted}
+
+
+def _choose(candidates: list[FieldPolicy], project_key: str, predicate: str) -> FieldPolicy | None:
+    """The one rule of which policy governs a field: the project's own, else the tenant-wide one."""
+    mine = [p for p in candidates if p.predicate == predicate]
+    own = next((p for p in mine if p.project is not None and p.project.key == project_key), None)
+    return own or next((p for p in mine if p.project_id is None), None)
+
+
+def source_connector(policy: FieldPolicy | None) -> Connector | None:
+    """The connector of the field's canonical source (None: no policy, or a policy naming no source)."""
+    return connector_for(policy.canonical_source if policy else None)
+
+
+def is_manual(policy: FieldPolicy | None) -> bool:
+    """Whether a person verifies the field: its canonical source is one the server cannot fetch itself
+    (the `manual` connector), so a person's verdict is the source. Its counterpart for "recheck now" is
+    rechecks.can_fetch."""
+    connector = source_connector(policy)
+    return connector is not None and not connector.can_fetch
+
+
+# Who may see and change field policies (the API's IsAdminRoleOrComplianceReading says the same, one floor
+# down in accounts): admins change them; compliance staff read everything and change nothing.
+def may_edit_policies(principal: Principal) -> bool:
+    return principal.has_role("admin")
+
+
+def may_read_policies(principal: Principal) -> bool:
+    return principal.has_role("admin", "compliance")
 
 
 # The tenant's system principal that writes values fetched from a field's canonical source.
 CANONICAL_ISSUER = "canonical-source"
+
+
+def is_canonical_issuer(principal: Principal) -> bool:
+    """Whether `principal` is the tenant's system principal of the recheck engine (rechecks.canonical_issuer)."""
+    return principal.name == CANONICAL_ISSUER and principal.kind == Principal.Kind.AGENT
 
 
 def authorize_issuer(principal: Principal, policy: FieldPolicy | None) -> None:
@@ -38,7 +83,7 @@ def authorize_issuer(principal: Principal, policy: FieldPolicy | None) -> None:
     """
     if not principal.can_write:
         raise IssuerNotAuthorized(f"Principal '{principal.name}' has no role that may write facts.")
-    if principal.name == CANONICAL_ISSUER and principal.kind == Principal.Kind.AGENT:
+    if is_canonical_issuer(principal):
         if policy is not None and policy.canonical_source:
             return  # the policy's own canonical source, read by the recheck engine
         raise IssuerNotAuthorized("This field names no canonical source for the recheck engine to write.")
@@ -47,6 +92,27 @@ def authorize_issuer(principal: Principal, policy: FieldPolicy | None) -> None:
             f"Principal '{principal.name}' is not an authorized issuer of '{policy.predicate}'.",
             authorized_issuers=list(policy.authorized_issuers),
         )
+
+
+def not_the_source(principal: Principal, policy: FieldPolicy | None) -> str:
+    """Why `principal`'s report cannot count as read from the field's canonical source ("" when it can).
+
+    The policy names who speaks for its source: the principals listed in `canonical_source.reporters`
+    (any connector), and, for a field verified manually, a person allowed to issue it (the person is
+    the source). The recheck engine itself needs no report: it fetches. Used by rechecks (whose report counts) and by
+    ranking (whose write may claim the canonical source's rank).
+    """
+    connector = source_connector(policy)
+    if policy is None:
+        return "this field has no policy, so nothing names its canonical source."
+    if connector is None:
+        return "the field's policy names no canonical source."
+    if principal.name in connector.reporters:
+        return ""
+    if is_manual(policy) and principal.kind == Principal.Kind.HUMAN:
+        return ""
+    who = f"'{principal.name}' is not one of the principals the policy names for its canonical source"
+    return f"{who} (canonical_source.reporters)" + ("; the server fetches it itself." if connector.can_fetch else ".")
 
 
 def validate_canonical_source(source: Any) -> list[str]:
@@ -58,7 +124,7 @@ def save_field_policy(
     principal: Principal, data: dict[str, Any], *, instance: FieldPolicy | None = None
 ) -> FieldPolicy:
     """Create or update a field policy for the principal's tenant (admins only), audited."""
-    if not principal.has_role("admin"):
+    if not may_edit_policies(principal):
         raise Forbidden("Only admins may change field policies.")
     problems = validate_canonical_source(data.get("canonical_source", instance.canonical_source if instance else None))
     if problems:
@@ -106,7 +172,7 @@ def _validate_policy_fields(data: dict[str, Any]) -> None:
 
 
 def delete_field_policy(principal: Principal, policy: FieldPolicy) -> None:
-    if not principal.has_role("admin"):
+    if not may_edit_policies(principal):
         raise Forbidden("Only admins may change field policies.")
     with transaction.atomic():
         before = _policy_snapshot(policy)

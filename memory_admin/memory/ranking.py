@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from memory_admin.memory.models import FieldPolicy
+from memory_admin.accounts.models import Principal
+from memory_admin.memory.models import FieldPolicy, MemoryRecord
+from memory_admin.memory.policies import is_canonical_issuer, not_the_source
 
 _NUMBERED = re.compile(r"^([A-Za-z_.\-]*?)(\d+)$")
 
@@ -28,8 +30,28 @@ def compare_source_revisions(new: str, old: str) -> int | None:
         return None
 
 
-def source_rank(policy: FieldPolicy | None, canonical_ref: str) -> int:
-    """1 for the field's canonical source (its `canonical_ref_prefix`), 0 for every other source."""
-    if policy is not None and policy.canonical_ref_prefix and canonical_ref.startswith(policy.canonical_ref_prefix):
+def source_rank(policy: FieldPolicy | None, canonical_ref: str, issuer: Principal, *, fetched: bool) -> int:
+    """1 for the field's canonical source, 0 for every other source.
+
+    A `canonical_ref` that starts with the policy's `canonical_ref_prefix` is only the client's claim (rule 9:
+    an agent's guess never edits the canonical value). It ranks 1 only when the server can back it: the value
+    was read from the source by the server (`fetched`: assert_fact's `verified_at`), or the issuer is the
+    recheck engine's principal, or a principal the policy names as the field's source (the one rule of that,
+    `policies.not_the_source`). Any other issuer's claim ranks 0.
+    """
+    if policy is None or not policy.canonical_ref_prefix or not canonical_ref.startswith(policy.canonical_ref_prefix):
+        return 0
+    if fetched or is_canonical_issuer(issuer) or not not_the_source(issuer, policy):
         return 1
     return 0
+
+
+def record_rank(policy: FieldPolicy | None, record: MemoryRecord) -> int:
+    """`source_rank` of a stored record, from what it keeps: its issuer, and `last_verified_at` (set when it was
+    written from a server fetch, or since confirmed by the canonical source). The issuer is loaded only when
+    the ref claims the prefix."""
+    if policy is None or not policy.canonical_ref_prefix:
+        return 0
+    if not record.source_canonical_ref.startswith(policy.canonical_ref_prefix):
+        return 0
+    return source_rank(policy, record.source_canonical_ref, record.issuer, fetched=record.last_verified_at is not None)

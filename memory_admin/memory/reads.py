@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
+from django.db.models import Q
 from django.utils import timezone
 
 from memory_admin.accounts.models import Principal
@@ -20,6 +21,12 @@ from memory_admin.memory.policies import policy_for
 
 Status = MemoryRecord.Status
 Freshness = Literal["fresh", "recheck_due", "never_verified"]
+FRESHNESS: tuple[Freshness, ...] = get_args(Freshness)
+FRESHNESS_LABELS: dict[Freshness, str] = {
+    "fresh": "fresh",
+    "recheck_due": "recheck due",
+    "never_verified": "never verified",
+}
 Purpose = Literal["answer", "action"]
 
 
@@ -62,11 +69,24 @@ def history(principal: Principal, project_id: str, subject_id: str, predicate: s
 
 
 def freshness_of(record: MemoryRecord, now: datetime) -> Freshness:
+    """The one freshness rule (PRODUCT.md rule 1); `freshness_filter` is the same rule as a query."""
     if record.last_verified_at is None:
         return "never_verified"
     if record.recheck_after is not None and record.recheck_after <= now:
         return "recheck_due"
     return "fresh"
+
+
+def freshness_filter(freshness: Freshness, now: datetime) -> Q:
+    """The records whose `freshness_of(record, now)` is `freshness` (a list filtered by freshness)."""
+    match freshness:
+        case "never_verified":
+            return Q(last_verified_at__isnull=True)
+        case "recheck_due":
+            return Q(last_verified_at__isnull=False, recheck_after__lte=now)
+        case "fresh":
+            return Q(last_verified_at__isnull=False) & (Q(recheck_after__isnull=True) | Q(recheck_after__gt=now))
+    raise ValueError(f"Unknown freshness {freshness!r}")
 
 
 def _when(moment: datetime | None) -> str:

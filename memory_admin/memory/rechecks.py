@@ -24,11 +24,17 @@ from memory_admin.memory.connectors import (
     FactKey,
     SourceAmbiguous,
     SourceUnavailable,
-    connector_for,
 )
-from memory_admin.memory.errors import Forbidden, InvalidInput
+from memory_admin.memory.errors import Forbidden, InvalidInput, InvalidState
 from memory_admin.memory.models import FieldPolicy, MemoryRecord, RecheckAttempt
-from memory_admin.memory.policies import CANONICAL_ISSUER, authorize_issuer, policy_for
+from memory_admin.memory.policies import (
+    CANONICAL_ISSUER,
+    authorize_issuer,
+    is_manual,
+    not_the_source,
+    policy_for,
+    source_connector,
+)
 
 Result = RecheckAttempt.Result
 Trigger = RecheckAttempt.Trigger
@@ -92,7 +98,7 @@ def record_recheck(
     with transaction.atomic():
         locked = MemoryRecord.objects.select_for_update().select_related("project").get(pk=record.pk)
         policy = policy_for(locked.tenant_id, locked.project.key, locked.predicate)
-        outcome, error = _effective_outcome(locked, outcome, observed_value, error)
+        outcome, error = _effective_outcome(locked, outcome, observed_value, error, now)
         attempt = RecheckAttempt(
             tenant_id=locked.tenant_id,
             record=locked,
@@ -128,12 +134,13 @@ def record_recheck(
     return attempt
 
 
-def _effective_outcome(locked: MemoryRecord, outcome: str, observed_value: Any, error: str) -> tuple[str, str]:
-    """What a reported outcome counts as: a verified one for a record no longer the current belief is
-    not_checked (with why), and a "changed" value equal to the record's is unchanged."""
-    if outcome in (Result.VERIFIED_UNCHANGED, Result.VERIFIED_CHANGED) and not (
-        locked.status == Status.ACCEPTED and locked.is_head
-    ):
+def _effective_outcome(
+    locked: MemoryRecord, outcome: str, observed_value: Any, error: str, now: datetime
+) -> tuple[str, str]:
+    """What a reported outcome counts as: a verified one for a record no longer kept fresh (neither in effect
+    now nor a scheduled successor, `MemoryRecord.kept_fresh_at`) is not_checked (with why), and a "changed"
+    value equal to the record's is unchanged."""
+    if outcome in (Result.VERIFIED_UNCHANGED, Result.VERIFIED_CHANGED) and not locked.kept_fresh_at(now):
         error = f"Not applied: the record is no longer the current belief ({locked.status}). {error}".strip()
         return Result.NOT_CHECKED, error
     if outcome == Result.VERIFIED_CHANGED and observed_value == locked.value:
@@ -163,7 +170,21 @@ def _apply_changed(
 ) -> None:
     """verified_changed: the observed value supersedes the record (verified now); if it cannot become
     current, the attempt is source_ambiguous and the record is flagged for an owner. `source_revision` and
-    `source_ref` are the reported strings in full (the attempt keeps them cut to its columns)."""
+    `source_ref` are the reported strings in full (the attempt keeps them cut to its columns).
+
+    Today's value while a successor is scheduled is not the fact's head, so no compare-and-swap can replace it
+    alone: the difference is flagged for an owner (source_ambiguous), who decides between the source, today's
+    value and the scheduled one."""
+    if not locked.is_head:
+        attempt.outcome = Result.SOURCE_AMBIGUOUS
+        attempt.error = (
+            "The source has a different value while a successor of this record is scheduled; an owner decides "
+            f"which holds. {attempt.error}"
+        ).strip()
+        locked.attention = attempt.error
+        locked.recheck_claimed_at = None
+        locked.save(update_fields=["attention", "recheck_claimed_at"])
+        return
     result = assert_fact(
         issuer or canonical_issuer(locked.tenant_id),
         Assertion(
@@ -202,9 +223,30 @@ def _flag_for_owner(locked: MemoryRecord, outcome: str, error: str) -> None:
 
 
 def can_fetch(policy: FieldPolicy | None) -> bool:
-    """Whether the field's canonical source can be read without a person."""
-    connector = connector_for(policy.canonical_source if policy else None)
+    """Whether the field's canonical source can be read without a person: "recheck now" (dashboard), the
+    read for acting fetch only then (a manual field waits for a person, policies.is_manual)."""
+    connector = source_connector(policy)
     return connector is not None and connector.can_fetch
+
+
+def recheck_now_refusal(record: MemoryRecord, policy: FieldPolicy | None) -> str:
+    """Why a person cannot ask for "recheck now" on `record` ("" when they can, role apart)."""
+    if not record.kept_fresh_at(timezone.now()):
+        return f"Only the current record can be rechecked; this one is {record.status}."
+    if not can_fetch(policy):
+        return "This field has no canonical source the server can fetch; nothing was rechecked."
+    return ""
+
+
+def request_recheck_now(principal: Principal, record: MemoryRecord, *, trigger: str) -> RecheckAttempt:
+    """A person's "recheck now": owners and admins (403), on the current record of a field whose source
+    the server can fetch (409 `invalid_state` otherwise, nothing recorded)."""
+    if not principal.can_curate:
+        raise Forbidden("Only owners and admins start rechecks.")
+    why_not = recheck_now_refusal(record, policy_for(record.tenant_id, record.project.key, record.predicate))
+    if why_not:
+        raise InvalidState(why_not)
+    return recheck_now(record, trigger=trigger, reporter=principal)
 
 
 def recheck_now(record: MemoryRecord, *, trigger: str, reporter: Principal | None = None) -> RecheckAttempt:
@@ -214,7 +256,7 @@ def recheck_now(record: MemoryRecord, *, trigger: str, reporter: Principal | Non
     cannot fetch by itself (manual) or a field without a canonical source gives not_checked.
     """
     policy = policy_for(record.tenant_id, record.project.key, record.predicate)
-    connector = connector_for(policy.canonical_source if policy else None)
+    connector = source_connector(policy)
     if connector is None:
         why = "no field policy" if policy is None else "the field's policy names no canonical source"
         return record_recheck(
@@ -300,7 +342,7 @@ def _ms(started: float) -> int:
 
 def test_source(policy: FieldPolicy, subject_id: str, project_id: str | None = None) -> dict[str, Any]:
     """What a recheck of `subject_id` would conclude now, without storing anything ("test this source")."""
-    connector = connector_for(policy.canonical_source)
+    connector = source_connector(policy)
     project = project_id or (policy.project.key if policy.project_id else "")  # type: ignore[union-attr]
     if connector is None:
         return {"outcome": Result.NOT_CHECKED, "detail": "This policy names no canonical source."}
@@ -319,14 +361,12 @@ def test_source(policy: FieldPolicy, subject_id: str, project_id: str | None = N
             "candidates": exc.candidates,
             "duration_ms": _ms(started),
         }
-    current = MemoryRecord.objects.filter(
-        tenant_id=policy.tenant_id,
-        project__key=project,
-        subject_id=subject_id,
-        predicate=policy.predicate,
-        is_head=True,
-        status=Status.ACCEPTED,
-    ).first()
+    # The value in effect now (today's, even while a successor is scheduled), as a recheck would compare.
+    current = (
+        MemoryRecord.objects.current()
+        .filter(tenant_id=policy.tenant_id, project__key=project, subject_id=subject_id, predicate=policy.predicate)
+        .first()
+    )
     if current is None:
         conclusion, detail = "no_current_record", "The source answers, but we hold no current value to compare."
     elif current.value == observation.value:
@@ -395,28 +435,34 @@ def report_recheck(
     )
 
 
-def not_the_source(principal: Principal, policy: FieldPolicy | None) -> str:
-    """Why `principal`'s report cannot count as read from the field's canonical source ("" when it can).
-
-    The policy names who speaks for its source: the principals listed in `canonical_source.reporters`
-    (any connector), and, for a field verified manually, a person allowed to issue it (the person is
-    the source). The recheck engine itself needs no report: it fetches.
-    """
-    connector = connector_for(policy.canonical_source if policy else None)
-    if policy is None:
-        return "this field has no policy, so nothing names its canonical source."
-    if connector is None:
-        return "the field's policy names no canonical source."
-    if principal.name in connector.reporters:
-        return ""
-    if not connector.can_fetch and principal.kind == Principal.Kind.HUMAN:
-        return ""
-    who = f"'{principal.name}' is not one of the principals the policy names for its canonical source"
-    return f"{who} (canonical_source.reporters)" + ("; the server fetches it itself." if connector.can_fetch else ".")
+def report_manual_verification(
+    principal: Principal,
+    record: MemoryRecord,
+    *,
+    outcome: str,
+    observed_value: Any = None,
+    source_revision: str = "",
+    error: str = "",
+) -> RecheckAttempt:
+    """A person's verdict on a field verified manually (policies.is_manual): a field with a source the server
+    fetches, or none, is refused (409 `invalid_state`, nothing recorded); then as report_recheck."""
+    if not is_manual(policy_for(record.tenant_id, record.project.key, record.predicate)):
+        raise InvalidState("This field is not verified manually; use Recheck now.")
+    return report_recheck(
+        principal,
+        record,
+        outcome=outcome,
+        observed_value=observed_value,
+        source_revision=source_revision,
+        error=error,
+        trigger=Trigger.MANUAL,
+    )
 
 
 def claim_due(now: datetime | None = None, *, limit: int = 500) -> list[int]:
-    """Claim up to `limit` current records past `recheck_after` for rechecking, oldest first.
+    """Claim up to `limit` records past `recheck_after` for rechecking, oldest first: the record in effect now
+    (today's value, even while a successor is scheduled and holds the head) and scheduled successors alike
+    (`RecordQuerySet.due_for_recheck`).
 
     Rows locked by a concurrent sweep are skipped and claimed rows are stamped, so two sweeps never
     take the same record in one round (a claim expires after CLAIM_LEASE).
@@ -425,7 +471,6 @@ def claim_due(now: datetime | None = None, *, limit: int = 500) -> list[int]:
     with transaction.atomic():
         ids = list(
             MemoryRecord.objects.due_for_recheck(now)
-            .filter(is_head=True)
             .filter(Q(recheck_claimed_at__isnull=True) | Q(recheck_claimed_at__lt=now - CLAIM_LEASE))
             .order_by("recheck_after")
             .select_for_update(skip_locked=True)

@@ -7,6 +7,7 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from memory_admin.memory import actions, rechecks, task_failures
 from memory_admin.memory.models import MemoryRecord, RecheckAttempt
@@ -37,7 +38,9 @@ def recheck_record(self: Any, record_id: int) -> str:
     try:
         with transaction.atomic():  # a row that cannot be loaded leaves the connection usable
             record = MemoryRecord.objects.select_related("project").filter(pk=record_id).first()
-        if record is None or record.status != MemoryRecord.Status.ACCEPTED or not record.is_head:
+        # Today's value stays due while a successor is scheduled (it is no longer the head, but it is the
+        # answer read for acting today); a record whose validity ended or that left `accepted` is skipped.
+        if record is None or not record.kept_fresh_at(timezone.now()):
             MemoryRecord.objects.filter(pk=record_id).update(recheck_claimed_at=None)
             return "skipped"
         attempt = rechecks.recheck_now(record, trigger=RecheckAttempt.Trigger.SWEEP)

@@ -9,11 +9,9 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from memory_admin.memory.models import MemoryRecord
-from memory_admin.memory.reads import freshness_of
+from memory_admin.memory.reads import FRESHNESS_LABELS, freshness_of
 
 register = template.Library()
-
-_FRESHNESS_LABELS = {"fresh": "fresh", "recheck_due": "recheck due", "never_verified": "never verified"}
 
 
 @register.filter
@@ -38,7 +36,7 @@ def status_badge(status: str) -> str:
 @register.filter
 def freshness(record: MemoryRecord) -> str:
     state = freshness_of(record, timezone.now())
-    return format_html('<span class="badge fresh-{}">{}</span>', state, _FRESHNESS_LABELS[state])
+    return format_html('<span class="badge fresh-{}">{}</span>', state, FRESHNESS_LABELS[state])
 
 
 @register.filter

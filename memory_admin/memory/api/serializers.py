@@ -12,7 +12,7 @@ from rest_framework import serializers
 
 from memory_admin.memory import validation
 from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord, RecheckAttempt
-from memory_admin.memory.reads import FactView
+from memory_admin.memory.reads import FRESHNESS, FactView
 
 # record_payload and source_payload moved to memory/shapes.py (the record format's domain home); re-exported here.
 from memory_admin.memory.shapes import record_payload as record_payload
@@ -266,7 +266,7 @@ class FactSerializer(serializers.Serializer):
     memory_id = serializers.CharField(allow_null=True)
     status = serializers.CharField()
     revision = serializers.IntegerField(allow_null=True)
-    freshness = serializers.ChoiceField(choices=["fresh", "recheck_due", "never_verified"], allow_null=True)
+    freshness = serializers.ChoiceField(choices=list(FRESHNESS), allow_null=True)
     last_verified_at = serializers.DateTimeField(allow_null=True)
     last_verified_value = serializers.JSONField(allow_null=True)
     recheck_after = serializers.DateTimeField(allow_null=True)

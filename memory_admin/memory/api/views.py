@@ -16,6 +16,7 @@ from memory_admin.accounts.models import principal_of
 from memory_admin.accounts.permissions import IsAdminRoleOrComplianceReading
 from memory_admin.derived import caches
 from memory_admin.lib.pagination import OldestFirstCursorPagination
+from memory_admin.lib.throttling import SOURCE_TEST, ThrottleScoped
 from memory_admin.memory import actions, policies, reads, rechecks
 from memory_admin.memory.actions import Assertion, Outcome
 from memory_admin.memory.api import serializers as s
@@ -232,6 +233,7 @@ class DisputeViewSet(viewsets.GenericViewSet):
 
 
 class FieldPolicyViewSet(
+    ThrottleScoped,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
     mixins.CreateModelMixin,
@@ -266,7 +268,7 @@ class FieldPolicyViewSet(
         policies.delete_field_policy(principal_of(self.request), instance)
 
     @extend_schema(request=s.SourceTestSerializer, responses=s.SourceTestResultSerializer)
-    @action(detail=True, methods=["post"])
+    @action(detail=True, methods=["post"], throttle_scope=SOURCE_TEST)  # it makes the server fetch: own budget
     def test(self, request: Request, pk: str) -> Response:
         """Fetch one subject from the canonical source now and say what a recheck would conclude."""
         body = s.SourceTestSerializer(data=request.data)

@@ -1,0 +1,113 @@
+"""API of API tokens (admins of the tenant): list them (never a secret: the prefix tells them apart), issue one to
+an agent (the token is in that one answer only) and revoke one. memory.tokens decides who may and audits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from memory_admin.accounts.models import ApiToken, principal_of
+from memory_admin.lib.pagination import NewestFirstCursorPagination
+from memory_admin.memory import tokens
+from memory_admin.memory.api.serializers import AwareDateTimeField, IsoDateTimeField
+
+
+class IssueTokenSerializer(serializers.Serializer):
+    principal = serializers.CharField(max_length=150, help_text="the agent's name in this tenant")
+    name = serializers.CharField(max_length=tokens.NAME_MAX_LENGTH, help_text="what or where the token is used")
+    expires_at = AwareDateTimeField(required=False, allow_null=True, help_text="in the future; null: never")
+
+
+class RevokeTokenSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=tokens.REASON_MAX_LENGTH, allow_blank=True, default="")
+
+
+def _who(principal: Any) -> str | None:
+    return (principal.name or principal.username) if principal is not None else None
+
+
+class TokenSerializer(serializers.Serializer):
+    """A token as admins see it: never its secret or hash."""
+
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    principal = serializers.CharField()
+    prefix = serializers.CharField(help_text="the token's first characters, to tell tokens apart (not a secret)")
+    state = serializers.ChoiceField(choices=ApiToken.State.choices)
+    created_at = IsoDateTimeField()
+    created_by = serializers.CharField(allow_null=True, help_text="null: issued by a command")
+    expires_at = IsoDateTimeField(allow_null=True)
+    last_used_at = IsoDateTimeField(allow_null=True, help_text="exact to within a minute")
+    revoked_at = IsoDateTimeField(allow_null=True)
+    revoked_by = serializers.CharField(allow_null=True)
+    revoke_reason = serializers.CharField(allow_blank=True)
+
+    def to_representation(self, instance: ApiToken) -> dict[str, Any]:
+        def iso(moment: Any) -> str | None:
+            return moment.isoformat() if moment is not None else None
+
+        return {
+            "id": instance.pk,
+            "name": instance.name,
+            "principal": _who(instance.principal),
+            "prefix": instance.prefix,
+            "state": instance.state().value,
+            "created_at": instance.created_at.isoformat(),
+            "created_by": _who(instance.created_by),
+            "expires_at": iso(instance.expires_at),
+            "last_used_at": iso(instance.last_used_at),
+            "revoked_at": iso(instance.revoked_at),
+            "revoked_by": _who(instance.revoked_by),
+            "revoke_reason": instance.revoke_reason,
+        }
+
+
+class IssuedTokenSerializer(TokenSerializer):
+    """A token just issued: the listing's fields plus the secret, which no other answer ever carries."""
+
+    token = serializers.CharField(help_text="the secret: shown in this answer only, never again")
+
+    def to_representation(self, instance: tuple[ApiToken, str]) -> dict[str, Any]:  # type: ignore[override]
+        row, raw = instance
+        return {**super().to_representation(row), "token": raw}
+
+
+class TokenViewSet(viewsets.ViewSet):
+    lookup_field = "token_id"
+    pagination_class = NewestFirstCursorPagination
+
+    @extend_schema(responses=TokenSerializer(many=True))
+    def list(self, request: Request) -> Response:
+        rows = tokens.tokens_of(principal_of(request))
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(rows, request, view=self)
+        return paginator.get_paginated_response(TokenSerializer(page or [], many=True).data)
+
+    @extend_schema(request=IssueTokenSerializer, responses={201: IssuedTokenSerializer})
+    def create(self, request: Request) -> Response:
+        """Issue a token to one of the tenant's agents; the answer is the only place the token appears."""
+        actor = principal_of(request)
+        tokens.require_token_admin(actor)  # refused before the body is read
+        body = IssueTokenSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        issued = tokens.issue_for_agent(actor, data["principal"], name=data["name"], expires_at=data.get("expires_at"))
+        response = Response(IssuedTokenSerializer(issued).data, status=status.HTTP_201_CREATED)
+        response["Cache-Control"] = "no-store"  # the secret must not stay in a cache on the way
+        return response
+
+    @extend_schema(request=RevokeTokenSerializer, responses=TokenSerializer)
+    @action(detail=True, methods=["post"])
+    def revoke(self, request: Request, token_id: str) -> Response:
+        """Revoke a token: its next request answers 401 `authentication_failed` ("Token revoked.")."""
+        actor = principal_of(request)
+        token = tokens.token_of(actor, token_id)  # 403 for non-admins, 404 for another tenant's, before the body
+        body = RevokeTokenSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        tokens.revoke(token, actor=actor, reason=body.validated_data["reason"])
+        return Response(TokenSerializer(token).data)
