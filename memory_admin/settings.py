@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "memory_admin.memory",
     "memory_admin.derived",
     "memory_admin.dashboard",
+    "memory_admin.ops",
     "deletion",
 ]
 

@@ -9,7 +9,7 @@ urlpatterns = [
     path("api/v1/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # The split view serves Swagger UI's start-up script as a file (`?script=`), not inline: the CSP allows none.
     path("api/v1/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
-    path("api/v1/", include("memory_admin.api_urls")),
+    path("api/v1/", include("memory_admin.api.urls")),
     path("", include("memory_admin.dashboard.urls")),
 ]
 

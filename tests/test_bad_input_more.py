@@ -15,8 +15,8 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
+from memory_admin.api import views as api_views
 from memory_admin.derived.models import ContextLoad, ScheduledAction, Summary
-from memory_admin.memory.api import views as api_views
 from memory_admin.memory.models import FieldPolicy, MemoryRecord, RecheckAttempt
 from memory_admin.memory.validation import MAX_DURATION, MAX_RETENTION_DAYS
 from tests.conftest import DEADLINE, at, body, deadline

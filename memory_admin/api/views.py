@@ -14,12 +14,12 @@ from rest_framework.response import Response
 
 from memory_admin.accounts.models import principal_of
 from memory_admin.accounts.permissions import IsAdminRoleOrComplianceReading
+from memory_admin.api import serializers as s
 from memory_admin.derived import caches
 from memory_admin.lib.pagination import OldestFirstCursorPagination
 from memory_admin.lib.throttling import SOURCE_TEST, ThrottleScoped
 from memory_admin.memory import actions, policies, reads, rechecks
 from memory_admin.memory.actions import Assertion, Outcome
-from memory_admin.memory.api import serializers as s
 from memory_admin.memory.errors import NotFound
 from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord, RecordQuerySet
 

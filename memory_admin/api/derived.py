@@ -13,17 +13,17 @@ from rest_framework.response import Response
 
 from deletion import tombstones
 from memory_admin.accounts.models import principal_of
-from memory_admin.derived import lineage, search
-from memory_admin.derived.lineage import BaseRef
-from memory_admin.derived.models import ContextLoad, Event, EventSubject, Invalidation, ScheduledAction, Summary
-from memory_admin.lib.throttling import SEARCH
-from memory_admin.memory import validation
-from memory_admin.memory.api.serializers import (
+from memory_admin.api.serializers import (
     AwareDateTimeField,
     DerivedFromSerializer,
     IdentifierField,
     IsoDateTimeField,
 )
+from memory_admin.derived import lineage, search
+from memory_admin.derived.lineage import BaseRef
+from memory_admin.derived.models import ContextLoad, Event, EventSubject, Invalidation, ScheduledAction, Summary
+from memory_admin.lib.throttling import SEARCH
+from memory_admin.memory import validation
 from memory_admin.memory.errors import Tombstoned
 
 

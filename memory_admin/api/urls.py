@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from rest_framework.routers import SimpleRouter
 
-from deletion.api import DeletionRequestViewSet
-from deletion.tombstone_api import TombstoneViewSet
-from memory_admin.derived import api as derived
+from memory_admin.api import derived, tokens
+from memory_admin.api import views as memory
+from memory_admin.api.deletion import DeletionRequestViewSet
+from memory_admin.api.tombstones import TombstoneViewSet
 from memory_admin.lib.api_errors import register_shape
-from memory_admin.memory.api import tokens
-from memory_admin.memory.api import views as memory
 from memory_admin.memory.models import MemoryRecord
 from memory_admin.memory.shapes import record_payload
 

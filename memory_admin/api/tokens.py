@@ -12,9 +12,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from memory_admin.accounts.models import ApiToken, principal_of
+from memory_admin.api.serializers import AwareDateTimeField, IsoDateTimeField
 from memory_admin.lib.pagination import NewestFirstCursorPagination
 from memory_admin.memory import tokens
-from memory_admin.memory.api.serializers import AwareDateTimeField, IsoDateTimeField
 
 
 class IssueTokenSerializer(serializers.Serializer):

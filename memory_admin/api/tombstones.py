@@ -14,8 +14,8 @@ from rest_framework.response import Response
 from deletion import service
 from deletion.models import Tombstone
 from memory_admin.accounts.models import principal_of
+from memory_admin.api.serializers import IsoDateTimeField
 from memory_admin.lib.pagination import NewestFirstCursorPagination
-from memory_admin.memory.api.serializers import IsoDateTimeField
 from memory_admin.memory.errors import Forbidden, NotFound
 
 # Tombstone ids are the table's keys; anything else names no tombstone (a 404, not a 500 from the query).

@@ -14,8 +14,8 @@ from rest_framework.utils.serializer_helpers import ReturnDict
 from deletion import service
 from deletion.models import DeletionRequest
 from memory_admin.accounts.models import principal_of
+from memory_admin.api.serializers import IsoDateTimeField
 from memory_admin.lib.pagination import NewestFirstCursorPagination
-from memory_admin.memory.api.serializers import IsoDateTimeField
 
 
 class DeletionInSerializer(serializers.Serializer):

@@ -1,0 +1,1 @@
+"""Operator commands: a door above the domain layers (accounts, memory, derived, deletion)."""
