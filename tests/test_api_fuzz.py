@@ -30,7 +30,7 @@ from rest_framework.test import APIClient
 from memory_admin.accounts.models import Principal
 from memory_admin.accounts.services import create_token, ensure_principal, issue_token
 from memory_admin.memory.actions import Assertion, assert_fact
-from tests.conftest import at
+from tests.conftest import at, deadline
 
 SEED = 20261020
 MAX_EXAMPLES = int(os.environ.get("FUZZ_MAX_EXAMPLES", "25"))
@@ -68,31 +68,9 @@ class InTransactionWSGI:
 
 def _seed_tenant(agent: Principal, other_agent: Principal, owner: Principal, compliance: Principal) -> dict[str, list]:
     """Objects of every kind, so generated requests reach real rows and the code behind them."""
-    deadline: dict[str, Any] = {
-        "project_id": "project-a",
-        "subject_id": "task-proposal-017",
-        "predicate": "submission_deadline",
-    }
-    first = assert_fact(
-        agent,
-        Assertion(
-            **deadline,
-            value="2026-10-30T17:00+09:00",
-            valid_from=at(10, 20),
-            source_canonical_ref="task:017",
-            source_revision="r17",
-        ),
-    )
+    first = assert_fact(agent, deadline("2026-10-30T17:00+09:00", "r17", at(10, 20), ref="task:017"))
     current = assert_fact(
-        agent,
-        Assertion(
-            **deadline,
-            value="2026-11-02T17:00+09:00",
-            valid_from=at(10, 22),
-            source_canonical_ref="task:017",
-            source_revision="r18",
-            expected_revision=1,
-        ),
+        agent, deadline("2026-11-02T17:00+09:00", "r18", at(10, 22), ref="task:017", expected_revision=1)
     ).record
     price: dict[str, Any] = {"project_id": "project-a", "subject_id": "product-x", "predicate": "unit_price"}
     assert_fact(

@@ -24,7 +24,7 @@ from memory_admin.accounts.models import Principal
 from memory_admin.accounts.services import ensure_principal
 from memory_admin.derived.tasks import refresh_record_vectors
 from memory_admin.memory.actions import Assertion, assert_fact
-from tests.conftest import at
+from tests.conftest import DEADLINE, at, deadline
 
 PREFIX = "/api/v1"
 ERROR_COMPONENT = "#/components/schemas/Error"
@@ -127,27 +127,10 @@ def call(db: None) -> Caller:
 
 
 def _seed(agent: Principal, other_agent: Principal) -> dict[str, Any]:
-    key = {"project_id": "project-a", "subject_id": "task-proposal-017", "predicate": "submission_deadline"}
-    first = assert_fact(
-        agent,
-        Assertion(
-            **key,
-            value="2026-10-30T17:00+09:00",
-            valid_from=at(10, 20),
-            source_canonical_ref="task:017",
-            source_revision="r17",
-        ),
-    )
+    key = dict(DEADLINE)
+    first = assert_fact(agent, deadline("2026-10-30T17:00+09:00", "r17", at(10, 20), ref="task:017"))
     current = assert_fact(
-        agent,
-        Assertion(
-            **key,
-            value="2026-11-02T17:00+09:00",
-            valid_from=at(10, 22),
-            source_canonical_ref="task:017",
-            source_revision="r18",
-            expected_revision=1,
-        ),
+        agent, deadline("2026-11-02T17:00+09:00", "r18", at(10, 22), ref="task:017", expected_revision=1)
     ).record
     price = {"project_id": "project-a", "subject_id": "product-x", "predicate": "unit_price"}
     assert_fact(
