@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # Where a test run keeps its files (vector index, broker folders); give each parallel run its own.
 TEST_VAR ?= $(CURDIR)/var/test
 
-.PHONY: run test test-sqlite smoke lint bench bench-stores install clean
+.PHONY: run test test-sqlite smoke lint bench bench-stores bench-load bench-mcp bench-onboarding bench-integrations install clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@test -x $(PY) || "$$(bin/find-python)" -m venv $(VENV)
@@ -20,14 +20,18 @@ install: $(STAMP)
 run: $(STAMP)
 	bin/run
 
-# The whole suite against PostgreSQL, with Celery integration tests on a real worker and broker.
+# The whole suite against PostgreSQL, with Celery integration tests on a real worker and broker. The test
+# database is created and migrated as the owner ($DATABASE_URL's role); the tests, the live servers and the
+# workers then connect as the non-owner app role bin/ensure-app-role creates, under row-level security.
 test: $(STAMP)
 	@set -euo pipefail; \
 	db_url=$$(bin/ensure-postgres); \
+	app_role=$$(bin/ensure-app-role "$$db_url"); \
 	redis_url=$$(bin/ensure-redis); \
 	bin/ensure-chromium; \
-	echo "Testing against $$db_url (redis: $${redis_url:-none})"; \
+	echo "Testing against $$db_url as role $$app_role (redis: $${redis_url:-none})"; \
 	broker=$${redis_url:+$$redis_url/15}; cache=$${redis_url:+$$redis_url/13}; \
+	DATABASE_APP_ROLE="$$app_role" DATABASE_APP_ROLE_TRUNCATE=1 \
 	DATABASE_URL="$$db_url" REDIS_URL="$$redis_url" CELERY_BROKER_URL="$${broker:-filesystem://}" \
 	CACHE_URL="$${cache:-locmem://}" VECTOR_INDEX_PATH="$(TEST_VAR)/vectors" \
 	CELERY_TASK_DEFAULT_QUEUE="tests-$$$$" CACHE_KEY_PREFIX="tests-$$$$" VAR_DIR="$(TEST_VAR)" $(PY) -m pytest $(PYTEST_ARGS)
@@ -66,6 +70,30 @@ bench-stores: $(STAMP)
 	@set -euo pipefail; \
 	db_url=$$(bin/ensure-postgres); \
 	DATABASE_URL="$${db_url%/*}/memory_admin_bench_stores" $(PY) bench/stores.py $(BENCH_ARGS)
+
+# The agent's read path through gunicorn under a 16-client load, next to the stack's ceiling (bench/load.py).
+bench-load: $(STAMP)
+	@set -euo pipefail; \
+	db_url=$$(bin/ensure-postgres); \
+	DATABASE_URL="$${db_url%/*}/memory_admin_bench" $(PY) bench/load.py $(BENCH_ARGS)
+
+# Bulk onboarding: facts/s through the batch door (new facts, supersessions) next to COPY (bench/onboarding.py).
+bench-onboarding: $(STAMP)
+	@set -euo pipefail; \
+	db_url=$$(bin/ensure-postgres); \
+	DATABASE_URL="$${db_url%/*}/memory_admin_bench_onboarding" $(PY) bench/onboarding.py $(BENCH_ARGS)
+
+# The MCP tool `recall` over Streamable HTTP next to the API call it wraps (bench/mcp_recall.py).
+bench-mcp: $(STAMP)
+	@set -euo pipefail; \
+	db_url=$$(bin/ensure-postgres); \
+	DATABASE_URL="$${db_url%/*}/memory_admin_bench_mcp" $(PY) bench/mcp_recall.py $(BENCH_ARGS)
+
+# GovernedStore.get and .search (k=10, 100k records) next to the API calls they wrap (bench/integrations.py).
+bench-integrations: $(STAMP)
+	@set -euo pipefail; \
+	db_url=$$(bin/ensure-postgres); \
+	DATABASE_URL="$${db_url%/*}/memory_admin_bench_integrations" $(PY) bench/integrations.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) var

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -25,6 +26,8 @@ class Figure:
     met: bool | None = None
     note: str = ""
     count: int | None = None  # the n column when it is not the number of samples
+    # 1-minute load average when the figure was made (right after its samples): the machine is shared.
+    load: float = field(default_factory=lambda: os.getloadavg()[0])
 
     @property
     def median(self) -> float:
@@ -57,13 +60,13 @@ def ms(value: float) -> str:
 
 
 def print_table(figures: list[Figure]) -> None:
-    header = f"{'benchmark':<46} {'n':>5} {'median ms':>10} {'p95 ms':>8}  {'target':<22} {'met':<4} note"
+    header = f"{'benchmark':<46} {'n':>5} {'median ms':>10} {'p95 ms':>8}  {'target':<22} {'met':<4} {'load':>5} note"
     print(header)
     print("-" * len(header))
     for f in figures:
         met = "" if f.met is None else ("yes" if f.met else "NO")
         print(
-            f"{f.name:<46} {len(f.samples_ms) if f.count is None else f.count:>5} {ms(f.median):>10} {ms(f.p95):>8}  {f.target:<22} {met:<4} {f.note}"
+            f"{f.name:<46} {len(f.samples_ms) if f.count is None else f.count:>5} {ms(f.median):>10} {ms(f.p95):>8}  {f.target:<22} {met:<4} {f.load:>5.2f} {f.note}"
         )
 
 

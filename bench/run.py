@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# `python bench/x.py` puts bench/ first on sys.path, where bench/mcp.py would shadow the `mcp` package.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO_ROOT / "bench"]
 if str(REPO_ROOT) not in sys.path:  # `python bench/run.py` puts bench/ first, not the repository
     sys.path.insert(0, str(REPO_ROOT))
 
@@ -77,8 +79,8 @@ COLUMNS = (
     "attention",
 )
 
-TARGET_LIST_P95_MS = 30.0
-TARGET_AS_OF_MEDIAN_MS = 5.0
+TARGET_LIST_P95_MS = 15.0
+TARGET_AS_OF_MEDIAN_MS = 2.0
 TARGET_WRITES_PER_S = 500.0
 
 
@@ -92,6 +94,8 @@ def setup_django() -> None:
     os.environ["DJANGO_SETTINGS_MODULE"] = "memory_admin.settings"
     os.environ.setdefault("DEBUG", "0")  # DEBUG on would log every query and skew the figures
     os.environ.setdefault("SECRET_KEY", "bench-only-not-a-secret")
+    # The production profile redirects plain http to https; the bench's in-process clients speak plain http.
+    os.environ.setdefault("SECURE_SSL_REDIRECT", "0")
     import django
 
     django.setup()
@@ -313,6 +317,17 @@ def generate(layout: Layout, tenant_id: int, issuer_id: int, seed: int) -> float
             first_id = int(cursor.fetchone()[0])
         connection.ensure_connection()
         raw = connection.connection  # the psycopg connection, inside Django's transaction
+        # Row triggers off for the load (a superuser may): the deferred foreign-key checks would queue
+        # one event per row per key (40M at 10M rows) and run them one by one at commit. They are checked
+        # set-based below instead; the exclusion and unique constraints are indexes and still hold.
+        with connection.cursor() as cursor:
+            try:
+                with transaction.atomic():
+                    cursor.execute("SET LOCAL session_replication_role = replica")
+                replica = True
+            except DatabaseError as exc:
+                print(f"  (row triggers stay on: {exc})")
+                replica = False
         rows = 0
         chunks = generate_lines(
             layout,
@@ -337,7 +352,16 @@ def generate(layout: Layout, tenant_id: int, issuer_id: int, seed: int) -> float
             elapsed = time.perf_counter() - started
             print(f"  {rows:>10,} rows copied  ({elapsed:6.1f} s, {rows / elapsed:,.0f} rows/s)", flush=True)
         copied = time.perf_counter()
-        print("  committing (deferred exclusion constraint checked now)...", flush=True)
+        if replica:
+            check_foreign_keys(first_id)
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL session_replication_role = origin")
+            from memory_admin.memory import stats
+
+            print(f"  foreign keys checked ({time.perf_counter() - copied:.1f} s); counting the overview's totals...")
+            stats.recount(tenant_id)
+            copied = time.perf_counter()
+        print("  committing (deferred constraints checked now)...", flush=True)
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT setval(pg_get_serial_sequence('memory_memoryrecord', 'id'), "
@@ -359,6 +383,64 @@ def generate(layout: Layout, tenant_id: int, issuer_id: int, seed: int) -> float
         f"  vacuumed, analyzed, checkpointed ({time.perf_counter() - committed:.1f} s); generation took {total:.1f} s"
     )
     return total
+
+
+def prewarm() -> None:
+    """Read the records table and its indexes into the OS page cache (pg_prewarm 'read'), so that the first
+    figures after a generation or a restart measure the queries, not the disk."""
+    from django.db import DatabaseError, connection
+
+    started = time.perf_counter()
+    with connection.cursor() as cursor:
+        try:
+            cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
+            cursor.execute(
+                "SELECT sum(pg_prewarm(oid, 'read')), pg_size_pretty(sum(pg_relation_size(oid))) FROM pg_class "
+                "WHERE oid = 'memory_memoryrecord'::regclass "
+                "OR oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = 'memory_memoryrecord'::regclass)"
+            )
+            _, size = cursor.fetchone()
+        except DatabaseError as exc:
+            print(f"(no prewarm: {exc})")
+            return
+    print(f"Prewarmed the records table and its indexes ({size}) in {time.perf_counter() - started:.1f} s")
+
+
+def table_sizes() -> str:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_size_pretty(pg_relation_size('memory_memoryrecord')), "
+            "pg_size_pretty(pg_indexes_size('memory_memoryrecord')), "
+            "pg_size_pretty(pg_total_relation_size('memory_memoryrecord'))"
+        )
+        table, indexes, total = cursor.fetchone()
+    return f"memory_memoryrecord: table {table}, indexes {indexes}, total {total}"
+
+
+def check_foreign_keys(first_id: int) -> None:
+    """The foreign keys of the rows just copied (from `first_id` on), checked as a few set-based queries."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT
+              (SELECT count(*) FROM (SELECT DISTINCT tenant_id FROM memory_memoryrecord WHERE id >= %(first)s) t
+               WHERE NOT EXISTS (SELECT 1 FROM accounts_tenant a WHERE a.id = t.tenant_id)),
+              (SELECT count(*) FROM (SELECT DISTINCT project_id FROM memory_memoryrecord WHERE id >= %(first)s) p
+               WHERE NOT EXISTS (SELECT 1 FROM memory_project m WHERE m.id = p.project_id)),
+              (SELECT count(*) FROM (SELECT DISTINCT issuer_id FROM memory_memoryrecord WHERE id >= %(first)s) i
+               WHERE NOT EXISTS (SELECT 1 FROM accounts_principal a WHERE a.id = i.issuer_id)),
+              (SELECT count(*) FROM memory_memoryrecord r WHERE r.id >= %(first)s AND r.superseded_by_id IS NOT NULL
+               AND NOT EXISTS (SELECT 1 FROM memory_memoryrecord s WHERE s.id = r.superseded_by_id))
+            """,
+            {"first": first_id},
+        )
+        dangling = cursor.fetchone()
+    if any(dangling):
+        sys.exit(f"Generated rows reference missing rows (tenant, project, issuer, superseded_by): {dangling}")
 
 
 def check_generated(tenant_id: int) -> None:
@@ -537,6 +619,9 @@ def _write_worker(heads: list[Head], warmup: int, tag: str, barrier: Any, result
     """One writer process: its own Django and database connection, its own fact keys."""
     setup_django()
     principal = bench_principal()
+    from bench.rls import as_app_role
+
+    as_app_role(int(principal.tenant_id))  # BENCH_APP_ROLE: as the non-owner role, like the parent
     from django.db import connection
 
     connection.ensure_connection()
@@ -710,6 +795,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--regenerate", action="store_true", help="drop and recreate the bench database, then generate the data"
     )
+    parser.add_argument(
+        "--prewarm", action="store_true", help="read the records table and indexes into the OS cache first"
+    )
     args = parser.parse_args(argv)
     args.benchmarks = selection(parser, args.only, args.skip)
     if args.subjects < 1 or args.records < args.subjects:
@@ -786,6 +874,12 @@ def run_benchmarks(args: argparse.Namespace) -> None:
     else:
         print(f"Bench data present ({present:,} generated records); use --regenerate to start over")
     check_generated(tenant_id)
+    if args.prewarm:
+        prewarm()
+    from bench.rls import as_app_role
+
+    if as_app_role(tenant_id):  # BENCH_APP_ROLE: measure as the non-owner role, under row-level security
+        print(f"Connected as {os.environ['BENCH_APP_ROLE']} under row-level security (tenant {tenant_id} set)")
     principal = bench_principal()
 
     warmup = max(5, args.iterations // 10)
@@ -799,6 +893,7 @@ def run_benchmarks(args: argparse.Namespace) -> None:
         f"{heads:,} fact keys, {layout.subjects:,} subjects, {layout.projects} projects; "
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}"
     )
+    print(table_sizes())
     print(f"Benchmarks: {', '.join(args.benchmarks)}; VAR_DIR {settings.VAR_DIR} (removed at the end), ", end="")
     print(f"Celery broker {settings.CELERY_BROKER_URL}, queue {settings.CELERY_TASK_DEFAULT_QUEUE}")
     if run & {"api", "asof"}:
@@ -863,9 +958,11 @@ def run_benchmarks(args: argparse.Namespace) -> None:
     print()
     for note in notes:
         print(f"  {note}")
-    print("Figures are printed, never asserted. Targets: list p95 <= 30 ms, as-of median <= 5 ms, ", end="")
+    print("Figures are printed, never asserted. Targets: list p95 <= 15 ms, as-of median <= 2 ms, ", end="")
     print(
-        ">= 500 CAS writes/s on 2 cores; dashboard p95 <= 50 ms and >= 10x faster than the admin changelist; ", end=""
+        ">= 500 CAS writes/s on 2 cores; dashboard p95 <= 30 ms and >= 20x faster than the admin changelist; "
+        "overview p95 <= 100 ms; ",
+        end="",
     )
     print("claim_due of 100,000 due records <= 1 s.")
 

@@ -44,6 +44,9 @@ class SmokeFailure(Exception):
     pass
 
 
+MOVED = "2026-11-02T17:00:00+09:00"  # the demo's moved deadline, as the API answers it
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -263,6 +266,32 @@ def delete_through_pages(browser: Browser, subject: str) -> dict[str, Any]:
     return report
 
 
+def integrations_answer(base: str, token: str, query: str) -> str:
+    """The newcomer's integrations against this server with the printed token (README "MCP server" and
+    "Python client"): an MCP client over Streamable HTTP at /mcp/ and the Python client read the moved deadline."""
+    import asyncio
+
+    import httpx2
+    from mcp import Client as McpClient
+    from mcp.client.streamable_http import streamable_http_client
+    from memory_governance import Client as MemoryClient
+
+    fact = dict(pair.split("=") for pair in query.split("&"))
+
+    async def recall() -> Any:
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
+            async with McpClient(streamable_http_client(f"{base}/mcp/", http_client=http)) as client:
+                return await client.call_tool("recall", fact)
+
+    result = asyncio.run(recall())
+    answer = result.structured_content or {}
+    expect(not result.is_error and answer.get("value") == MOVED, f"MCP recall answered {answer}")
+    with MemoryClient(base, token) as client:
+        current = client.current(fact["project_id"], fact["subject_id"], fact["predicate"])
+    expect(current["value"] == MOVED, f"the Python client read {current}")
+    return "agent: MCP recall over /mcp/ and the Python client read the moved deadline"
+
+
 def run_smoke(base: str, log: Path) -> None:
     steps: list[str] = []
     text = log.read_text(errors="replace")
@@ -285,10 +314,11 @@ def run_smoke(base: str, log: Path) -> None:
     query = "project_id=project-a&subject_id=task-proposal-017&predicate=submission_deadline"
     status, _, text = agent.request("GET", f"/api/v1/facts/current/?{query}", headers=auth)
     expect(status == 200, f"facts/current answered {status}: {text[:300]}")
-    expect(json.loads(text)["value"] == "2026-11-02T17:00:00+09:00", f"the moved deadline is wrong: {text[:300]}")
+    expect(json.loads(text)["value"] == MOVED, f"the moved deadline is wrong: {text[:300]}")
     status, _, text = agent.request("GET", "/api/v1/search/?project_id=project-a&q=deadline&k=5", headers=auth)
     expect(status == 200, f"search answered {status}: {text[:300]}")
     steps.append("agent: records, facts/current and search answered")
+    steps.append(integrations_answer(base, token, query))
 
     compliance = sign_in(base, "compliance@demo")
     report = delete_through_api(compliance, "person-sato")

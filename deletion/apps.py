@@ -17,6 +17,7 @@ class DeletionConfig(AppConfig):
 
         hooks.add_write_scope(tombstones.refusals_logged)
         hooks.add_assertion_guard(tombstones.guard_assertion)
+        hooks.add_assertion_batch_guard(tombstones.guard_assertions, replaces=tombstones.guard_assertion)
         hooks.add_derived_from_guard(tombstones.refuse_derived_from)
         hooks.add_hidden_memory_ids(tombstones.tombstoned_memory_ids)
         derived_hooks.add_event_guard(tombstones.refuse_event)

@@ -7,12 +7,21 @@ import shutil
 import sqlite3
 import subprocess
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
 from deletion.models import Backup
+
+
+def backup_credentials(db: dict[str, Any]) -> tuple[str, str]:
+    """pg_dump and pg_restore log in as BACKUP_DATABASE_USER when set: the owner, who sees every tenant. The
+    app role cannot dump the tenant tables (row-level security; README "Row-level security")."""
+    if settings.BACKUP_DATABASE_USER:
+        return settings.BACKUP_DATABASE_USER, settings.BACKUP_DATABASE_PASSWORD
+    return str(db.get("USER") or "postgres"), str(db.get("PASSWORD") or "")
 
 
 def take_backup(retention_days: int | None = None) -> Backup:
@@ -26,7 +35,8 @@ def take_backup(retention_days: int | None = None) -> Backup:
         pg_dump = shutil.which("pg_dump")
         if pg_dump is None:
             raise RuntimeError("pg_dump is not installed; install the PostgreSQL client to take backups.")
-        env = {**os.environ, "PGPASSWORD": str(db.get("PASSWORD") or "")}
+        user, password = backup_credentials(db)
+        env = {**os.environ, "PGPASSWORD": password}
         subprocess.run(
             [
                 pg_dump,
@@ -35,7 +45,7 @@ def take_backup(retention_days: int | None = None) -> Backup:
                 f"--file={path}",
                 f"--host={db.get('HOST') or '127.0.0.1'}",
                 f"--port={db.get('PORT') or 5432}",
-                f"--username={db.get('USER') or 'postgres'}",
+                f"--username={user}",
                 str(db["NAME"]),
             ],
             check=True,

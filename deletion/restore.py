@@ -16,9 +16,10 @@ from typing import Any
 from django.db import connection, connections, transaction
 
 from deletion import ledger, stores
+from deletion.backups import backup_credentials
 from deletion.models import Tombstone
 from deletion.stores import Job, Scope
-from memory_admin.accounts.models import Tenant
+from memory_admin.accounts.tenancy import for_each_tenant
 from memory_admin.memory.models import MemoryRecord, Project
 
 
@@ -28,6 +29,7 @@ def restore_backup(backup_path: str) -> dict[str, Any]:
     if not path.exists():
         raise FileNotFoundError(f"No backup at {path}")
     db = connection.settings_dict
+    user, password = backup_credentials(db)
     connections.close_all()
     if connection.vendor == "postgresql":
         pg_restore = shutil.which("pg_restore")
@@ -42,13 +44,13 @@ def restore_backup(backup_path: str) -> dict[str, Any]:
                 "--single-transaction",
                 f"--host={db.get('HOST') or '127.0.0.1'}",
                 f"--port={db.get('PORT') or 5432}",
-                f"--username={db.get('USER') or 'postgres'}",
+                f"--username={user}",
                 f"--dbname={db['NAME']}",
                 str(path),
             ],
             check=True,
             capture_output=True,
-            env={**os.environ, "PGPASSWORD": str(db.get("PASSWORD") or "")},
+            env={**os.environ, "PGPASSWORD": password},
         )
     else:
         shutil.copyfile(path, db["NAME"])
@@ -57,14 +59,23 @@ def restore_backup(backup_path: str) -> dict[str, Any]:
 
 def replay_tombstones() -> dict[str, Any]:
     """Re-create every ledger tombstone the database lacks and purge what it covers, through the same
-    store adapters a deletion request uses (those registered as `replayed`)."""
-    have = set(Tombstone.objects.values_list("tenant_id", "kind", "memory_id", "scope_hash"))
-    tenants = set(Tenant.objects.values_list("id", flat=True))  # a tenant not in this database has nothing to purge
-    missing = [
-        e
-        for e in ledger.read()
-        if e["tenant_id"] in tenants and (e["tenant_id"], e["kind"], e["memory_id"], e["scope_hash"]) not in have
-    ]
+    store adapters a deletion request uses (those registered as `replayed`). Tenant by tenant, under
+    row-level security (a tenant not in this database has nothing to purge)."""
+    entries = ledger.read()
+    tombstones_replayed, purged = 0, defaultdict[str, int](int)
+    for tenant_id in for_each_tenant("replay_tombstones"):
+        result = _replay_tenant(tenant_id, [e for e in entries if e["tenant_id"] == tenant_id])
+        tombstones_replayed += result["tombstones_replayed"]
+        for name, count in result["purged"].items():
+            purged[name] += count
+    return {"tombstones_replayed": tombstones_replayed, "purged": dict(purged)}
+
+
+def _replay_tenant(tenant_id: int, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    have = set(
+        Tombstone.objects.filter(tenant_id=tenant_id).values_list("tenant_id", "kind", "memory_id", "scope_hash")
+    )
+    missing = [e for e in entries if (e["tenant_id"], e["kind"], e["memory_id"], e["scope_hash"]) not in have]
     by_request: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for entry in missing:
         by_request[entry["request_public_id"]].append(entry)

@@ -256,6 +256,18 @@ def request_deletion(
     return _file(principal, project, kind, value, reason, due_by, resolved)
 
 
+def propose_deletion(principal: Principal, *, project_id: str, scope: Any, reason: str) -> DeletionRequest:
+    """An agent (or anyone of the tenant) asks for a subject or some memory ids to be deleted. The request
+    is filed awaiting a compliance person's approval, whoever proposes it: an agent never deletes on its own
+    (the MCP tool `request_forget`). A whole predicate is not proposed this way: it needs two compliance
+    people, and a proposal would let one approval stand for both."""
+    kind, _ = _parse_scope(scope)
+    if kind == ScopeKind.PREDICATE:
+        raise InvalidInput({"scope": ["A whole predicate is filed by compliance staff; name a subject or memory ids."]})
+    kind, value, project, resolved = _checked(principal, project_id, scope, reason)
+    return _file(principal, project, kind, value, reason, None, resolved, awaiting_approval=True)
+
+
 def file_previewed(
     principal: Principal, *, preview_id: str, project_id: str, scope: Any, reason: str, due_by: date | None = None
 ) -> tuple[DeletionRequest, Drift]:
@@ -290,7 +302,15 @@ def file_previewed(
 
 
 def _file(
-    principal: Principal, project: Project, kind: str, value: Any, reason: str, due_by: date | None, resolved: Scope
+    principal: Principal,
+    project: Project,
+    kind: str,
+    value: Any,
+    reason: str,
+    due_by: date | None,
+    resolved: Scope,
+    *,
+    awaiting_approval: bool = False,
 ) -> DeletionRequest:
     validation.check_datetimes(due_by=due_by)
     with transaction.atomic():
@@ -302,7 +322,7 @@ def _file(
             reason=reason.strip(),
             due_by=due_by,
             requested_by=principal,
-            state=State.AWAITING_APPROVAL if kind == ScopeKind.PREDICATE else State.ACCEPTED,
+            state=State.AWAITING_APPROVAL if awaiting_approval or kind == ScopeKind.PREDICATE else State.ACCEPTED,
         )
         audit.record_event(
             tenant=request.tenant_id,

@@ -21,6 +21,7 @@ from deletion import stores
 from deletion.models import DeletionRequest, StoreProgress
 from deletion.service import finish_if_verified
 from deletion.stores import job_for
+from memory_admin.accounts.tenancy import for_each_tenant
 from memory_admin.memory import audit, task_failures
 
 MAX_ATTEMPTS = 8
@@ -103,8 +104,13 @@ def purge_store(self: Any, progress_id: int) -> str:
 @shared_task
 def reconcile_deletions() -> int:
     """Beat task: requeue store rows that wait, failed, or whose worker's lease ran out; and re-check
-    recently confirmed requests, re-opening a store if anything came back."""
+    recently confirmed requests, re-opening a store if anything came back. Tenant by tenant, under
+    row-level security (accounts.tenancy.for_each_tenant); each requeued message carries its tenant."""
     now = timezone.now()
+    return sum(_reconcile_tenant(now) for _ in for_each_tenant("reconcile_deletions"))
+
+
+def _reconcile_tenant(now: Any) -> int:
     stuck = StoreProgress.objects.filter(
         Q(
             state__in=(StoreProgress.State.PENDING, StoreProgress.State.FAILED, StoreProgress.State.WAITING),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -20,7 +20,7 @@ from django.db.models import Q
 
 from deletion.models import RefusedWrite, Tombstone
 from memory_admin.derived.models import Event
-from memory_admin.memory.errors import Tombstoned
+from memory_admin.memory.errors import DomainError, Tombstoned
 from memory_admin.memory.hooks import FactWrite
 
 
@@ -83,8 +83,12 @@ def refusals_logged(path: str, actor: str) -> Iterator[None]:
         raise
 
 
+def _refusal(stone: Tombstone, why: str) -> Tombstoned:
+    return Tombstoned(f"Refused: {why} (deletion {stone.request_public_id}).", _tombstone_id=stone.pk)
+
+
 def _refuse(stone: Tombstone, why: str) -> None:
-    raise Tombstoned(f"Refused: {why} (deletion {stone.request_public_id}).", _tombstone_id=stone.pk)
+    raise _refusal(stone, why)
 
 
 def refuse_derived_from(tenant_id: int, memory_ids: Iterable[str], what: str) -> None:
@@ -97,56 +101,81 @@ def refuse_derived_from(tenant_id: int, memory_ids: Iterable[str], what: str) ->
         _refuse(stone, f"{what} is derived from deleted memory {stone.memory_id}")
 
 
-def refuse_assertion(
-    tenant_id: int,
-    project: str,
-    subject: str,
-    predicate: str,
-    *,
-    value: Any,
-    source_ref: str,
-    source_revision: str,
-    derived_from: Iterable[str] = (),
-    event_ids: Iterable[str] = (),
-) -> None:
-    """An assertion that would bring deleted content back: derived from a deleted item, re-asserting a
+def assertion_refusals(writes: Sequence[FactWrite]) -> dict[int, Tombstoned]:
+    """Which of `writes` would bring deleted content back, by index: derived from a deleted item, re-asserting a
     deleted value of the fact, coming from the very source revision that was deleted, or extracted from
-    redacted log lines. A new value from a new source is accepted."""
-    refuse_derived_from(tenant_id, derived_from, "This fact")
-    stones = list(live().filter(tenant_id=tenant_id, scope_hash=fact_scope(tenant_id, project, subject, predicate)))
-    if stones:
-        value_hash, source_hash = value_digest(value), source_digest(source_ref, source_revision)
-        for stone in stones:
-            if stone.value_hash == value_hash:
-                _refuse(stone, "this value of the fact was deleted")
-            if stone.source_hash == source_hash:
-                _refuse(stone, "this source revision predates the deletion of the fact")
-    ids = [e for e in event_ids if e]
-    if ids:
-        if (
-            Event.objects.filter(tenant_id=tenant_id, public_id__in=ids)
-            .filter(Q(hidden_at__isnull=False) | Q(redacted_at__isnull=False))
-            .exists()
+    redacted log lines. A new value from a new source is accepted. One query per kind of check for all the
+    writes (memory.batch guards a thousand at once; `guard_assertion` one)."""
+    refusals: dict[int, Tombstoned] = {}
+    by_tenant: dict[int, list[int]] = {}
+    for i, write in enumerate(writes):
+        by_tenant.setdefault(write.tenant_id, []).append(i)
+    for tenant_id, indexes in by_tenant.items():
+        _refusals_of_tenant(tenant_id, [(i, writes[i]) for i in indexes], refusals)
+    return refusals
+
+
+def _refusals_of_tenant(tenant_id: int, writes: list[tuple[int, FactWrite]], refusals: dict[int, Tombstoned]) -> None:
+    derived = {i: [d.get("memory_id", "") for d in w.derived_from if d.get("memory_id")] for i, w in writes}
+    wanted = {m for ids in derived.values() for m in ids}
+    record_stones: dict[str, Tombstone] = {}
+    if wanted:
+        for stone in (
+            live().filter(tenant_id=tenant_id, kind=Tombstone.Kind.RECORD, memory_id__in=wanted).order_by("pk")
         ):
-            stone = live().filter(tenant_id=tenant_id).order_by("-id").first()
-            if stone is not None:
-                _refuse(stone, "it is extracted from log lines a deletion removed")
+            record_stones.setdefault(stone.memory_id, stone)
+    scopes = {i: fact_scope(tenant_id, w.project_id, w.subject_id, w.predicate) for i, w in writes}
+    fact_stones: dict[str, list[Tombstone]] = {}
+    for stone in live().filter(tenant_id=tenant_id, scope_hash__in=set(scopes.values())).order_by("pk"):
+        fact_stones.setdefault(stone.scope_hash, []).append(stone)
+    cited = {e for _, w in writes for e in w.event_ids if e}
+    removed_events: set[str] = set()
+    if cited:
+        removed_events = set(
+            Event.objects.filter(tenant_id=tenant_id, public_id__in=cited)
+            .filter(Q(hidden_at__isnull=False) | Q(redacted_at__isnull=False))
+            .values_list("public_id", flat=True)
+        )
+    latest = live().filter(tenant_id=tenant_id).order_by("-id").first() if removed_events else None
+    for i, w in writes:
+        deleted_bases = [record_stones[m] for m in derived[i] if m in record_stones]
+        if deleted_bases:
+            stone = min(deleted_bases, key=lambda s: s.pk)
+            refusals[i] = _refusal(stone, f"This fact is derived from deleted memory {stone.memory_id}")
+            continue
+        stones = fact_stones.get(scopes[i], [])
+        if stones:
+            value_hash, source_hash = value_digest(w.value), source_digest(w.source_canonical_ref, w.source_revision)
+            refusal = next(
+                (
+                    _refusal(stone, why)
+                    for stone in stones
+                    for why, matches in (
+                        ("this value of the fact was deleted", stone.value_hash == value_hash),
+                        ("this source revision predates the deletion of the fact", stone.source_hash == source_hash),
+                    )
+                    if matches
+                ),
+                None,
+            )
+            if refusal is not None:
+                refusals[i] = refusal
+                continue
+        if latest is not None and any(e in removed_events for e in w.event_ids):
+            refusals[i] = _refusal(latest, "it is extracted from log lines a deletion removed")
 
 
 def guard_assertion(write: FactWrite) -> None:
-    """Memory's assertion guard (registered in DeletionConfig.ready): `refuse_assertion` on what the
+    """Memory's assertion guard (registered in DeletionConfig.ready): `assertion_refusals` of what the
     assertion is about to write, inside its transaction with the fact locked."""
-    refuse_assertion(
-        write.tenant_id,
-        write.project_id,
-        write.subject_id,
-        write.predicate,
-        value=write.value,
-        source_ref=write.source_canonical_ref,
-        source_revision=write.source_revision,
-        event_ids=write.event_ids,
-        derived_from=[d.get("memory_id", "") for d in write.derived_from],
-    )
+    refusal = assertion_refusals([write]).get(0)
+    if refusal is not None:
+        raise refusal
+
+
+def guard_assertions(writes: Sequence[FactWrite]) -> dict[int, DomainError]:
+    """The set form of `guard_assertion` for memory.batch (registered as its batch form): refusals by index."""
+    return dict(assertion_refusals(writes))
 
 
 def refuse_event(tenant_id: int, project: str, subject_ids: Iterable[str], occurred_at: Any) -> None:

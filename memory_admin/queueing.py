@@ -8,6 +8,8 @@ from typing import Any
 
 from django.db import transaction
 
+from memory_admin.accounts.tenancy import current_tenant_id, tenant_context
+
 log = logging.getLogger(__name__)
 
 
@@ -20,9 +22,12 @@ def enqueue_after_commit(task: Any, *args: Any) -> None:
     rebuilds vector entries from the records.
     """
 
+    tenant_id = current_tenant_id()  # the task acts for the tenant of the work that queued it
+
     def send() -> None:
         try:
-            task.delay(*args)
+            with tenant_context(tenant_id):
+                task.delay(*args)
         except Exception:
             log.exception("Could not enqueue %s%r; a periodic sweep will redo it", getattr(task, "name", task), args)
 
@@ -32,25 +37,27 @@ def enqueue_after_commit(task: Any, *args: Any) -> None:
 class _Batch:
     """The items of one task gathered in one transaction; sent once, by the flush registered with on_commit."""
 
-    def __init__(self, task: Any) -> None:
+    def __init__(self, task: Any, tenant_id: int | None) -> None:
         self.task = task
+        self.tenant_id = tenant_id
         self.items: list[Any] = []
         self.sent = False
 
     def flush(self) -> None:
         self.sent = True
         try:
-            self.task.delay(sorted(set(self.items)))
+            with tenant_context(self.tenant_id):
+                self.task.delay(sorted(set(self.items)))
         except Exception:
             log.exception(
                 "Could not enqueue %s (%d items); it can be redone from the database", self.task, len(self.items)
             )
 
 
-# The open batch of each (connection, task). Held weakly: the only strong reference is the flush that
-# transaction.on_commit keeps, so when a rollback discards the transaction's callbacks the batch goes with
+# The open batch of each (connection, task, tenant: a message acts for one tenant). Held weakly: the only
+# strong reference is the flush that transaction.on_commit keeps, so when a rollback discards the transaction's callbacks the batch goes with
 # them, and the next transaction starts a new one. No look into Django's private callback list.
-_open_batches: weakref.WeakValueDictionary[tuple[int, str], _Batch] = weakref.WeakValueDictionary()
+_open_batches: weakref.WeakValueDictionary[tuple[int, str, int | None], _Batch] = weakref.WeakValueDictionary()
 
 
 def enqueue_batched_after_commit(task: Any, items: list[Any]) -> None:
@@ -60,9 +67,9 @@ def enqueue_batched_after_commit(task: Any, items: list[Any]) -> None:
     if transaction.get_autocommit():  # no transaction open: nothing to batch with
         enqueue_after_commit(task, list(items))
         return
-    key = (id(transaction.get_connection()), task.name)
+    key = (id(transaction.get_connection()), task.name, current_tenant_id())
     batch = _open_batches.get(key)
     if batch is None or batch.sent:
-        batch = _open_batches[key] = _Batch(task)
+        batch = _open_batches[key] = _Batch(task, key[2])
         transaction.on_commit(batch.flush)
     batch.items.extend(items)

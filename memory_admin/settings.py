@@ -50,6 +50,9 @@ INSTALLED_APPS = [
     "memory_admin.derived",
     "memory_admin.dashboard",
     "memory_admin.ops",
+    "memory_admin.conformance",
+    # Row-level security on PostgreSQL: each tenant table's forced policy, applied after every migrate.
+    "memory_admin.rls",
     "deletion",
 ]
 
@@ -64,6 +67,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # The tenant every query of the request acts for under row-level security (accounts/tenancy.py).
+    "memory_admin.dashboard.middleware.TenantContextMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "memory_admin.dashboard.middleware.TenantTimezoneMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -123,6 +128,17 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "timeout": 20,
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# PostgreSQL, two roles (README "Row-level security", "Deploying"): `migrate` runs as the owner of the tables
+# (DATABASE_URL naming the owner), and when DATABASE_APP_ROLE names the role the web app and the workers
+# connect as, it grants that role DML on the tables and sequences (memory_admin/rls/policies.py). The app role
+# must own nothing and bypass nothing, so the tenant policies hold for it. DATABASE_APP_ROLE_TRUNCATE adds
+# TRUNCATE, for the test suite's flushes only.
+DATABASE_APP_ROLE = envstr("DATABASE_APP_ROLE", "")
+DATABASE_APP_ROLE_TRUNCATE = envbool("DATABASE_APP_ROLE_TRUNCATE", False)
+# `manage.py backup`/`restore` (pg_dump, pg_restore) log in as this role when set (the owner: the app role
+# cannot dump what row-level security hides from it); else as DATABASE_URL's.
+BACKUP_DATABASE_USER = envstr("BACKUP_DATABASE_USER", "")
+BACKUP_DATABASE_PASSWORD = envstr("BACKUP_DATABASE_PASSWORD", "")
 
 
 # --- Cache ------------------------------------------------------------------------------------
@@ -399,7 +415,6 @@ X_FRAME_OPTIONS = "DENY"
 # template's inline style no longer matches a hash here.
 CSP_INLINE_STYLE_HASHES = [
     "'sha256-S01vsV5K2eLuDl0ebOEkG/+xZ7tQKh5HHFAf8l+IBGs='",  # templates/4xx.html, 500.html
-    "'sha256-Qk4tuT7FOlB9aqz1tHLVXa6KM8kN8cpQFybaoNHB6mw='",  # templates/dashboard/deletion_report.html
     "'sha256-MMpT0iDxyjALd9PdfepImGX3DBfJPXZ4IlDWdPAgtn0='",  # drf_spectacular/swagger_ui.html
 ]
 SECURE_CSP = {

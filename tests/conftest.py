@@ -9,7 +9,8 @@ is marked `@pytest.mark.postgres_only(reason=...)` and skipped, with its reason,
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "no_ambient_tenant: on PostgreSQL, no tenant follows the test's own code (tests/test_rls.py)"
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         marker = item.get_closest_marker("postgres_only")
@@ -61,6 +68,112 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
     db = settings.DATABASES["default"]
     if db["ENGINE"] == SQLITE and not db.get("TEST", {}).get("NAME"):
         db.setdefault("TEST", {})["NAME"] = str(Path(settings.VAR_DIR) / "test-db.sqlite3")
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
+    """Under `make test` (DATABASE_APP_ROLE set), pytest-django creates and migrates the test database as the
+    owner, whose migrate applies the tenant policies and grants the app role its DML (memory_admin/rls);
+    then every connection of the suite — this process, the live servers' threads, the Celery workers
+    tests/celery_worker.py starts — logs in as the app role, under row-level security. The owner is back for
+    pytest-django's teardown, which drops the database."""
+    from django.db import connection
+
+    role = getattr(settings, "DATABASE_APP_ROLE", "")
+    if not on_postgres() or not role:
+        yield
+        return
+    from memory_admin.rls.policies import apply_policies, grant_app_role
+
+    db = connection.settings_dict
+    owner = {"USER": db["USER"], "PASSWORD": db.get("PASSWORD", "")}
+    _OWNER.update(owner)
+    with django_db_blocker.unblock():
+        apply_policies(connection)  # a reused database (--reuse-db) was not migrated again
+        grant_app_role(connection, role, truncate=True)
+        connection.close()
+    db.update(USER=role, PASSWORD=os.environ.get("DATABASE_APP_PASSWORD", ""))
+    # Backups and restores are the owner's (pg_dump cannot read what the policies hide from the app role).
+    backup_user = (settings.BACKUP_DATABASE_USER, settings.BACKUP_DATABASE_PASSWORD)
+    settings.BACKUP_DATABASE_USER, settings.BACKUP_DATABASE_PASSWORD = owner["USER"], owner["PASSWORD"]
+    try:
+        yield
+    finally:
+        with django_db_blocker.unblock():
+            connection.close()
+        db.update(owner)
+        settings.BACKUP_DATABASE_USER, settings.BACKUP_DATABASE_PASSWORD = backup_user
+
+
+# The owner's credentials while the suite runs as the app role (empty on SQLite or without an app role).
+_OWNER: dict[str, str] = {}
+
+
+@pytest.fixture
+def as_db_owner() -> Iterator[None]:
+    """Migrations are the owner's: a test that runs migrations connects as the owner for its duration
+    (the app role may not alter tables); every other test stays the app role."""
+    from django.db import connection
+
+    if not _OWNER:
+        yield
+        return
+    db = connection.settings_dict
+    app = {"USER": db["USER"], "PASSWORD": db.get("PASSWORD", "")}
+    connection.close()
+    db.update(_OWNER)
+    try:
+        yield
+    finally:
+        connection.close()
+        db.update(app)
+
+
+@pytest.fixture(autouse=True)
+def _ambient_tenant(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The tenant a test's own code acts for on PostgreSQL, where row-level security shows a query only the
+    rows of the tenant set (memory_admin.accounts.tenancy). A door sets it from its principal (a request, a
+    task, a command); a test that calls the domain and reads rows directly stands in for a door of the
+    personas' tenant: the first tenant created in the test, or `acme` (the personas') once it exists. A
+    test that works in another tenant says so with `tenant_context`; the ambient tenant never overrides it,
+    and no request or worker inherits it (each door sets its own, and restores this one after). Tests marked
+    `no_ambient_tenant` (tests/test_rls.py) get none. Nothing set by one test survives into the next."""
+    from memory_admin.accounts import tenancy
+
+    tenancy._current.set(None)  # whatever an earlier test left set (a view called without its request scope)
+    if not on_postgres():
+        yield
+        tenancy._current.set(None)
+        return
+    from django.db.models.signals import post_save
+
+    from memory_admin.accounts.models import Tenant
+
+    ambient: list[int] = []
+
+    def follow(sender: Any, instance: Tenant, created: bool, **kwargs: Any) -> None:
+        current = tenancy.current_tenant_id()
+        if not created or (current is not None and current not in ambient):
+            return  # an explicit tenant_context is in force
+        if current is None or instance.slug == "acme":
+            ambient.append(instance.pk)
+            tenancy.activate(instance.pk)
+
+    if not request.node.get_closest_marker("no_ambient_tenant"):
+        post_save.connect(follow, sender=Tenant, dispatch_uid="tests._ambient_tenant", weak=False)
+    try:
+        yield
+    finally:
+        post_save.disconnect(sender=Tenant, dispatch_uid="tests._ambient_tenant")
+        tenancy._current.set(None)
+        from django.db import connection
+
+        if connection.connection is not None and not connection.in_atomic_block:
+            with request.getfixturevalue("django_db_blocker").unblock():
+                try:
+                    tenancy.activate(None)  # a transactional test's session keeps what it set
+                except Exception:
+                    connection.close()
 
 
 _ID_BLOCKS = itertools.count(1)

@@ -35,8 +35,8 @@ PASSWORD = "demo"
 
 DEADLINE_FACT = "/facts/?project=project-a&subject=task-proposal-017&predicate=submission_deadline"
 SATO_ROOM_FACT = "/facts/?project=project-a&subject=person-sato&predicate=meeting_room"
-OCT_30 = "2026-10-30T17:00:00+09:00"
-NOV_2 = "2026-11-02T17:00:00+09:00"
+OCT_30 = "Fri 30 Oct 2026, 17:00 JST"  # the demo deadlines as the pages show them (tenant zone)
+NOV_2 = "Mon 2 Nov 2026, 17:00 JST"
 
 # The live server listens on the loopback address only, and the browser talks to nothing else.
 os.environ.setdefault("DJANGO_LIVE_TEST_SERVER_ADDRESS", "127.0.0.1")
@@ -199,8 +199,8 @@ def test_owner_resolves_the_price_dispute(page: Page) -> None:
     sign_in(page, "owner@demo")
     page.goto("/disputes/")
     card = page.locator(f"section.dispute#{dispute.public_id}")
-    expect(card).to_contain_text("1200")
-    expect(card).to_contain_text("1350")
+    expect(card).to_contain_text("1,200")  # numbers with grouping (issue 15)
+    expect(card).to_contain_text("1,350")
 
     # Without a reason nothing changes and the page says why.
     card.get_by_test_id("winner-mem-price-partner").check()
@@ -294,7 +294,7 @@ def test_owner_expires_two_records_in_bulk_with_javascript_on(page: Page) -> Non
     expect(audit_rows).to_have_count(2)
     for memory_id in (first, second):
         row = audit_rows.filter(has=page.get_by_role("link", name=memory_id, exact=True))
-        expect(row).to_contain_text("record.expired")
+        expect(row.locator("td").nth(2)).to_have_text("expired")  # the action in words (record.expired)
         expect(row).to_contain_text("Project C closed.")
     assert not AuditEvent.objects.filter(action="record.excluded", object_id__in=[first, second]).exists()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import threading
 
 import pytest
@@ -43,7 +44,7 @@ def test_concurrent_writers_with_the_same_expected_revision_yield_one_winner(age
         with lock:
             outcomes[i] = result
 
-    threads = [threading.Thread(target=write, args=(i + 1,)) for i in range(WRITERS)]
+    threads = [threading.Thread(target=contextvars.copy_context().run, args=(write, i + 1)) for i in range(WRITERS)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -85,7 +86,7 @@ def test_concurrent_first_assertions_of_one_fact_store_one_current_record(agent)
         with lock:
             outcomes.append(result)
 
-    threads = [threading.Thread(target=write, args=(i + 1,)) for i in range(WRITERS)]
+    threads = [threading.Thread(target=contextvars.copy_context().run, args=(write, i + 1)) for i in range(WRITERS)]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -252,12 +252,18 @@ def test_the_retry_control_is_part_of_the_live_fragment_and_leaves_once_the_purg
     request = delete_subject(compliance)
     client = signed_in(compliance)
     url = f"/deletions/{request.public_id}/"
+    # Offered only where a store failed: pending stores need no person (issue 15).
     while_purging = client.get(url, headers={"HX-Request": "true"}).content.decode()
-    assert "Retry stores not verified" in while_purging
+    assert 'data-testid="retry"' not in while_purging
+    first = StoreProgress.objects.filter(request=request).order_by("id").first()
+    assert first is not None
+    StoreProgress.objects.filter(pk=first.pk).update(state=StoreProgress.State.FAILED, last_error="store down")
+    failed = client.get(url, headers={"HX-Request": "true"}).content.decode()
+    assert 'data-testid="retry"' in failed and "Retry the failed store" in failed
     purge(request)
     confirmed = client.get(url, headers={"HX-Request": "true"}).content.decode()
-    assert "Purge confirmed" in confirmed and "Retry stores not verified" not in confirmed
-    assert "Retry stores not verified" not in client.get(url).content.decode()
+    assert "Purge confirmed" in confirmed and 'data-testid="retry"' not in confirmed
+    assert 'data-testid="retry"' not in client.get(url).content.decode()
 
 
 # --- "Recheck now" only where the canonical source can be fetched ---------------------------------------

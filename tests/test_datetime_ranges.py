@@ -16,7 +16,7 @@ from memory_admin.memory.actions import assert_fact, expire_record
 from memory_admin.memory.errors import InvalidInput
 from memory_admin.memory.models import FieldPolicy, MemoryRecord, Project
 from memory_admin.memory.policies import save_field_policy
-from tests.conftest import at, body, deadline
+from tests.conftest import DEADLINE, at, body, deadline
 
 # Year 1 at +05:00 is year 0 in UTC; 9999-12-31 23:00 at -05:00 is year 10000 in UTC.
 TOO_EARLY = "0001-01-01T00:00:00+05:00"
@@ -170,3 +170,17 @@ def test_dashboard_as_of_and_audit_dates_out_of_range_are_a_message_not_a_500(ag
     audit = client.get("/audit/", {"since": "9999-12-31T23:00-05:00"})
     assert audit.status_code == 200
     assert "1000-01-01" in audit.content.decode()
+
+
+@pytest.mark.parametrize("moment", ["2026-10-20T00:00:00+20:00", "2026-10-20T00:00:00-16:00"])
+def test_an_offset_the_database_cannot_hold_is_400_for_queries_and_writes(api, agent, moment):
+    """Python reads offsets up to ±23:59, PostgreSQL only up to ±15:59: the fuzzer found a 500 there."""
+    query = {"project_id": "project-a", "subject_id": "task-proposal-017", "predicate": "submission_deadline"}
+    response = api(agent).get("/api/v1/facts/current/", {**query, "valid_at": moment})
+    assert response.status_code == 400 and "valid_at" in response.json()["errors"]
+    response = api(agent).post("/api/v1/records/", {**DEADLINE, "valid_from": moment}, format="json")
+    assert response.status_code == 400 and "valid_from" in response.json()["errors"]
+    assert not MemoryRecord.objects.exists()
+    # A real zone's offset is still accepted.
+    ok = api(agent).get("/api/v1/facts/current/", {**query, "valid_at": "2026-10-20T00:00:00+14:00"})
+    assert ok.status_code == 404

@@ -261,7 +261,6 @@ def _inline_style_hash(css: str) -> str:
         "403.html",
         "404.html",
         "500.html",
-        "dashboard/deletion_report.html",
         "drf_spectacular/swagger_ui.html",
     ],
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from datetime import timedelta
 from pathlib import Path
@@ -68,7 +69,7 @@ def test_two_sweeps_at_once_never_claim_the_same_record(agent, policy_for_source
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=sweep) for _ in range(2)]
+    threads = [threading.Thread(target=contextvars.copy_context().run, args=(sweep,)) for _ in range(2)]
     for thread in threads:
         thread.start()
     for thread in threads:

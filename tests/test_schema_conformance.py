@@ -183,6 +183,12 @@ def test_every_endpoint_answers_in_the_shape_its_schema_describes(
     assert call("other_agent", "post", "/records/", 202, rival)["outcome"] == "disputed"
     conflict = call("agent", "post", "/records/", 409, {**body_for(key, "x", "r19"), "expected_revision": 1})
     assert conflict["code"] == "revision_conflict" and conflict["current"]["memory_id"] == current.memory_id
+    # Bulk onboarding: a result per item (here created, then a 409), and an atomic batch refused whole (422).
+    stale = {**body_for(key, "x", "r19"), "expected_revision": 1}
+    batch = call("agent", "post", "/records/batch/", 200, {"items": [{**note, "subject_id": "client-2"}, stale]})
+    assert [r["status"] for r in batch["results"]] == [201, 409]
+    invalid = {"project_id": "project-a"}
+    call("agent", "post", "/records/batch/", 422, {"atomic": True, "items": [{**note, "subject_id": "c-3"}, invalid]})
     call("agent", "get", "/records/{memory_id}/rechecks/", 200, memory_id=current.memory_id)
     report = {"outcome": "source_unavailable", "error": "timeout"}
     call("agent", "post", "/records/{memory_id}/rechecks/", 201, report, memory_id=current.memory_id)

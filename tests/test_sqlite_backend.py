@@ -18,6 +18,7 @@ from django.utils import timezone
 from deletion.models import DeletionRequest, StoreProgress
 from deletion.tasks import purge_store
 from memory_admin.accounts.services import ensure_principal
+from memory_admin.accounts.tenancy import tenant_context
 from memory_admin.derived import lineage
 from memory_admin.derived.models import Event, EventSubject
 from memory_admin.memory.actions import assert_fact, project_for
@@ -96,7 +97,8 @@ def test_the_deletion_page_previews_a_subject_deletion(compliance, subject_logs)
 
 
 def test_the_events_list_filters_by_subject_id(api, agent, outsider, subject_logs):
-    log(outsider, f"{SUBJECT} elsewhere", [SUBJECT])  # another tenant's line about the same subject id
+    with tenant_context(outsider.tenant_id):  # another tenant's line about the same subject id
+        log(outsider, f"{SUBJECT} elsewhere", [SUBJECT])
     client = api(agent)
     listed = client.get("/api/v1/events/", {"subject_id": SUBJECT})
     assert listed.status_code == 200
@@ -148,7 +150,7 @@ def test_subject_rows_follow_subject_ids_on_create_save_and_bulk_create(agent):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_migration_fills_subject_rows_for_existing_events():
+def test_the_migration_fills_subject_rows_for_existing_events(as_db_owner):
     """Events written before EventSubject existed get one row per distinct tag when it is created."""
     executor = MigrationExecutor(connection)
     before = [("derived", "0003_deletion_support")]
@@ -179,7 +181,8 @@ def test_a_tenant_is_never_confused_with_another_through_its_subject_rows(api, a
     """Subject ids repeat across tenants; a deletion in one tenant finds and redacts only its own lines."""
     other_tenant = ensure_principal("globex", "writer", ["agent"])
     mine = log(agent, "tagged only", [SUBJECT])
-    theirs = log(other_tenant, "tagged only", [SUBJECT])
+    with tenant_context(other_tenant.tenant_id):
+        theirs = log(other_tenant, "tagged only", [SUBJECT])
     response = file(api, compliance, dry_run=True)
     assert {s["store"]: s for s in response.json()["stores"]}["logs"]["found"] == 1
     response = file(api, compliance)
@@ -187,5 +190,6 @@ def test_a_tenant_is_never_confused_with_another_through_its_subject_rows(api, a
     for progress in StoreProgress.objects.filter(request__public_id=response.json()["id"], store="logs"):
         purge_store.apply(args=[progress.pk])
     assert Event.objects.get(pk=mine.pk).redacted_at is not None
-    assert Event.objects.get(pk=theirs.pk).redacted_at is None
-    assert EventSubject.objects.filter(event=theirs, subject_id=SUBJECT).exists()
+    with tenant_context(other_tenant.tenant_id):
+        assert Event.objects.get(pk=theirs.pk).redacted_at is None
+        assert EventSubject.objects.filter(event=theirs, subject_id=SUBJECT).exists()

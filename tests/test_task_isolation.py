@@ -9,6 +9,7 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
+from memory_admin.accounts.tenancy import for_each_tenant, tenant_context
 from memory_admin.derived import lineage
 from memory_admin.derived.lineage import BaseRef
 from memory_admin.derived.models import ScheduledAction
@@ -60,14 +61,19 @@ def test_a_bad_row_in_one_tenant_does_not_stop_another_tenants_transitions(agent
     bad = assert_fact(agent, deadline("x", "r1", now - timedelta(days=3))).record
     _corrupt(bad)
     mine, my_action = _ending_fact(agent, "task-mine", now)
-    theirs, their_action = _ending_fact(outsider, "task-theirs", now)
+    with tenant_context(outsider.tenant_id):  # on PostgreSQL, row-level security admits its own tenant only
+        theirs, their_action = _ending_fact(outsider, "task-theirs", now)
 
-    settled = settle_valid_time_transitions(now=now + timedelta(hours=2))
+    # The beat task's path: tenant by tenant, each under its own row-level security scope.
+    settled = sum(
+        settle_valid_time_transitions(now=now + timedelta(hours=2)) for _ in for_each_tenant("test transitions")
+    )
 
     assert settled == 2
-    for record, action in ((theirs, their_action), (mine, my_action)):
-        record.refresh_from_db()
-        action.refresh_from_db()
+    for principal, record, action in ((outsider, theirs, their_action), (agent, mine, my_action)):
+        with tenant_context(principal.tenant_id):
+            record.refresh_from_db()
+            action.refresh_from_db()
         assert record.status == Status.EXPIRED
         assert action.status == ScheduledAction.Status.SUSPENDED
     # The bad row is skipped, left as it was, and recorded in its own tenant only.
@@ -92,9 +98,11 @@ def test_the_beat_task_runs_through_a_bad_row(agent, outsider):
     bad = assert_fact(agent, deadline("x", "r1", timezone.now() - timedelta(days=3))).record
     _corrupt(bad)
     past = timezone.now() - timedelta(days=2)
-    theirs = assert_fact(outsider, deadline("v", "r1", past, valid_to=past + timedelta(days=1))).record
+    with tenant_context(outsider.tenant_id):
+        theirs = assert_fact(outsider, deadline("v", "r1", past, valid_to=past + timedelta(days=1))).record
     assert tasks.settle_valid_time_transitions() == 1
-    theirs.refresh_from_db()
+    with tenant_context(outsider.tenant_id):
+        theirs.refresh_from_db()
     assert theirs.status == Status.EXPIRED
 
 

@@ -21,6 +21,7 @@ from memory_admin.memory.models import MemoryRecord
 QUOTE_MIN_CHARS, QUOTE_MAX_CHARS = 8, 1000
 QUOTE_MAX_VALUES = 200  # current values first, then the longest
 QUOTE_CHUNK = 50  # LIKE conditions per statement
+UNTAGGED_CHUNK = 5000  # untagged line ids per statement (SQLite allows 32,766 parameters)
 
 # Which logs this store answers for, named in every verification (the report shows them): the product's
 # event lines are redacted here; the server's own logs are kept free of content by configuration instead
@@ -67,12 +68,18 @@ def lines_quoting_values(scope: Scope) -> tuple[list[int], dict[str, int]]:
     untagged = Event.objects.filter(tenant_id=scope.tenant_id, project_id=scope.project_id).filter(
         ~Exists(EventSubject.objects.filter(event_id=OuterRef("pk")))
     )
+    # The untagged lines first (an anti-join on the tag index), then the LIKE conditions on those only:
+    # in one statement the planner ran every LIKE on every line of the project before the anti-join
+    # (4 x 2.3 s for 100k tagged lines and 200 values), and most lines carry a tag.
+    candidates = list(untagged.values_list("id", flat=True)) if values else []
     ids: set[int] = set()
-    for start in range(0, len(values), QUOTE_CHUNK):
-        q = Q()
-        for value in values[start : start + QUOTE_CHUNK]:
-            q |= Q(text__contains=value)
-        ids |= set(untagged.filter(q).values_list("id", flat=True))
+    for first in range(0, len(candidates), UNTAGGED_CHUNK):
+        lines = Event.objects.filter(pk__in=candidates[first : first + UNTAGGED_CHUNK])
+        for start in range(0, len(values), QUOTE_CHUNK):
+            q = Q()
+            for value in values[start : start + QUOTE_CHUNK]:
+                q |= Q(text__contains=value)
+            ids |= set(lines.filter(q).values_list("id", flat=True))
     return sorted(ids), {"values_searched": len(values), "values_left_out": left_out, "lines": len(ids)}
 
 

@@ -6,6 +6,7 @@ from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
+from memory_admin.accounts import tenancy
 from memory_admin.accounts.models import ApiToken
 
 
@@ -36,6 +37,9 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("Token expired.")
         if not token.principal.is_active:
             raise exceptions.AuthenticationFailed("The token's principal is deactivated.")
+        # The rest of the request acts for the token's tenant under row-level security; the request scope
+        # (dashboard.middleware.TenantContextMiddleware) restores the previous value when the request ends.
+        tenancy.activate(token.principal.tenant_id)
         token.touch(now)  # at most one write per token per minute (accounts.models.LAST_USED_RESOLUTION)
         return token.principal, token
 

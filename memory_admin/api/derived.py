@@ -18,6 +18,8 @@ from memory_admin.api.serializers import (
     DerivedFromSerializer,
     IdentifierField,
     IsoDateTimeField,
+    SourceOutSerializer,
+    source_payload,
 )
 from memory_admin.derived import lineage, search
 from memory_admin.derived.lineage import BaseRef
@@ -25,6 +27,7 @@ from memory_admin.derived.models import ContextLoad, Event, EventSubject, Invali
 from memory_admin.lib.throttling import SEARCH
 from memory_admin.memory import validation
 from memory_admin.memory.errors import Tombstoned
+from memory_admin.memory.reads import FRESHNESS
 
 
 def _iso(moment: Any) -> str | None:
@@ -421,7 +424,7 @@ class SearchQuerySerializer(serializers.Serializer):
 
 
 def hit_payload(hit: search.SearchHit) -> dict[str, Any]:
-    record = hit.record
+    record, view = hit.record, hit.view
     return {
         "memory_id": record.memory_id,
         "project_id": record.project.key,
@@ -439,6 +442,14 @@ def hit_payload(hit: search.SearchHit) -> dict[str, Any]:
         "reason": hit.reason,
         "valid_from": record.valid_from.isoformat(),
         "valid_to": record.valid_to.isoformat() if record.valid_to else None,
+        "recheck_after": _iso(record.recheck_after),
+        "source": source_payload(record),
+        # What `GET /facts/current/` says of a usable hit (same rule, reads.record_views); null when held back.
+        "freshness": view.freshness if view else None,
+        "last_verified_at": _iso(view.last_verified_at) if view else None,
+        "last_verified_value": view.last_verified_value if view else None,
+        "caveat": view.caveat if view else None,
+        "action_allowed": view.action_allowed if view else None,
     }
 
 
@@ -460,6 +471,13 @@ class SearchHitSerializer(serializers.Serializer):
     reason = serializers.CharField(allow_null=True)
     valid_from = IsoDateTimeField()
     valid_to = IsoDateTimeField(allow_null=True)
+    recheck_after = IsoDateTimeField(allow_null=True)
+    source = SourceOutSerializer()  # type: ignore[assignment]
+    freshness = serializers.ChoiceField(choices=list(FRESHNESS), allow_null=True)
+    last_verified_at = IsoDateTimeField(allow_null=True)
+    last_verified_value = serializers.JSONField(allow_null=True)
+    caveat = serializers.CharField(allow_null=True)
+    action_allowed = serializers.BooleanField(allow_null=True)
 
     def to_representation(self, instance: search.SearchHit) -> dict[str, Any]:
         return hit_payload(instance)

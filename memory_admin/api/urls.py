@@ -7,6 +7,7 @@ from rest_framework.routers import SimpleRouter
 
 from memory_admin.api import derived, tokens
 from memory_admin.api import views as memory
+from memory_admin.api.batch import BatchViewSet
 from memory_admin.api.deletion import DeletionRequestViewSet
 from memory_admin.api.tombstones import TombstoneViewSet
 from memory_admin.lib.api_errors import register_shape
@@ -17,6 +18,8 @@ from memory_admin.memory.shapes import record_payload
 register_shape(MemoryRecord, record_payload)
 
 router = SimpleRouter()
+# Before "records": `records/batch/` would otherwise read as a record's id.
+router.register("records/batch", BatchViewSet, basename="record-batch")
 router.register("records", memory.RecordViewSet, basename="record")
 router.register("facts/current", memory.CurrentFactViewSet, basename="fact-current")
 router.register("disputes", memory.DisputeViewSet, basename="dispute")

@@ -15,20 +15,14 @@ from rest_framework.response import Response
 from memory_admin.accounts.models import principal_of
 from memory_admin.accounts.permissions import IsAdminRoleOrComplianceReading
 from memory_admin.api import serializers as s
+from memory_admin.api.batch import assertion_of
 from memory_admin.derived import caches
 from memory_admin.lib.pagination import OldestFirstCursorPagination
 from memory_admin.lib.throttling import SOURCE_TEST, ThrottleScoped
 from memory_admin.memory import actions, policies, reads, rechecks
-from memory_admin.memory.actions import Assertion, Outcome
+from memory_admin.memory.batch import OUTCOME_STATUS
 from memory_admin.memory.errors import NotFound
 from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord, RecordQuerySet
-
-_OUTCOME_STATUS = {
-    Outcome.CREATED: status.HTTP_201_CREATED,
-    Outcome.HISTORY: status.HTTP_200_OK,
-    Outcome.UNCHANGED: status.HTTP_200_OK,
-    Outcome.DISPUTED: status.HTTP_202_ACCEPTED,
-}
 
 
 def _query(serializer_class: type[s.serializers.Serializer], request: Request) -> dict[str, Any]:
@@ -74,24 +68,9 @@ class RecordViewSet(viewsets.GenericViewSet):
         body = s.AssertFactSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        result = actions.assert_fact(
-            principal_of(request),
-            Assertion(
-                project_id=data["project_id"],
-                subject_id=data["subject_id"],
-                predicate=data["predicate"],
-                value=data["value"],
-                valid_from=data["valid_from"],
-                valid_to=data.get("valid_to"),
-                source_canonical_ref=data["source"]["canonical_ref"],
-                source_revision=data["source"]["revision"],
-                expected_revision=data.get("expected_revision"),
-                derived_from=[dict(d) for d in data.get("derived_from", [])],
-                event_ids=data["source"].get("event_ids"),
-            ),
-        )
+        result = actions.assert_fact(principal_of(request), assertion_of(data))
         answer = s.AssertResultSerializer((self._record(result.record.memory_id), result)).data
-        return Response(answer, status=_OUTCOME_STATUS[result.outcome])
+        return Response(answer, status=OUTCOME_STATUS[result.outcome])
 
     @extend_schema(responses=s.RecordSerializer)
     def retrieve(self, request: Request, memory_id: str) -> Response:

@@ -3,6 +3,7 @@ retry, and the deletion report (JSON and printable). Exports are downloaded here
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
@@ -14,8 +15,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from deletion import service
-from deletion.models import DeletionRequest, Tombstone
+from deletion.models import DeletionRequest, StoreProgress, Tombstone
+from memory_admin.accounts.models import Principal
+from memory_admin.dashboard import wording
 from memory_admin.dashboard.helpers import confirmed, member_required, principal_of, redirect_back, safe_next
+from memory_admin.dashboard.templatetags.dashboard import when
 from memory_admin.derived.exports import downloadable, export_project
 from memory_admin.derived.models import ExportFile
 from memory_admin.memory.errors import DomainError, Forbidden, NotFound
@@ -43,13 +47,113 @@ def _days_left(due: date | None) -> int | None:
     return (due - timezone.localdate()).days if due else None
 
 
+def _due_words(request: DeletionRequest, days: int | None) -> str:
+    """ "12 days left", "due today", "3 days late" against the request's deadline; "done" once purged."""
+    if days is None:
+        return ""
+    if request.purge_confirmed_at is not None:
+        return "done"
+    if days == 0:
+        return "due today"
+    n = abs(days)
+    return f"{n} day{'s' if n != 1 else ''} {'left' if days > 0 else 'late'}"
+
+
+# --- Evidence as labelled fields --------------------------------------------------------------------------
+
+STORE_NAMES = {
+    "records": "Memory records",
+    "logs": "Conversation logs",
+    "embeddings": "Vector index",
+    "summaries": "Summaries",
+    "scheduled_actions": "Scheduled actions",
+    "caches": "Caches",
+    "exports": "Exports",
+    "contexts": "Agents' contexts",
+    "disputes": "Disputes",
+    "backups": "Backups",
+}
+LIST_SHOWN = 12  # a longer list of ids shows its first entries and says how many more there are
+
+
+@dataclass(frozen=True)
+class EvidenceField:
+    """One labelled piece of a store's evidence; the page shows `value` with `show_value` (never JSON)."""
+
+    label: str
+    value: Any
+    more: int = 0  # entries of a long list not shown
+
+
+def evidence_fields(evidence: Any, prefix: str = "") -> list[EvidenceField]:
+    """A store's evidence (a JSON object) as labelled fields; nested objects become "Outer · inner" fields."""
+    if not isinstance(evidence, dict):
+        return [EvidenceField(prefix or "Evidence", evidence)]
+    fields: list[EvidenceField] = []
+    for key, value in evidence.items():
+        label = f"{prefix} · {wording.label(key)}" if prefix else wording.label(key)
+        if isinstance(value, dict) and value:
+            fields += evidence_fields(value, label)
+        elif isinstance(value, list) and len(value) > LIST_SHOWN:
+            fields.append(EvidenceField(label, value[:LIST_SHOWN], more=len(value) - LIST_SHOWN))
+        else:
+            fields.append(EvidenceField(label, value))
+    return fields
+
+
+@dataclass(frozen=True)
+class StoreView:
+    progress: StoreProgress
+    name: str
+    evidence: list[EvidenceField]
+
+
+def _store_views(deletion: DeletionRequest) -> list[StoreView]:
+    return [
+        StoreView(
+            progress=p, name=STORE_NAMES.get(p.store, wording.label(p.store)), evidence=evidence_fields(p.evidence)
+        )
+        for p in deletion.stores.order_by("id")
+    ]
+
+
+def _scope_words(deletion: DeletionRequest) -> str:
+    value = deletion.scope_value
+    shown = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+    return f"{deletion.get_scope_kind_display()}: {shown}"
+
+
+def _detail_context(principal: Principal, deletion: DeletionRequest) -> dict[str, Any]:
+    stores = _store_views(deletion)
+    failed = [s for s in stores if s.progress.state == StoreProgress.State.FAILED]
+    return {
+        "deletion": deletion,
+        "scope": _scope_words(deletion),
+        "stores": stores,
+        "failed": failed,
+        "report": service.report(deletion),
+        # What the page offers comes from the rules the actions enforce (service.may_act, can_retry); "retry"
+        # is offered where a store failed (pending and waiting stores need no person to act).
+        "can_act": service.may_act(principal),
+        "can_retry": service.can_retry(deletion) and bool(failed),
+        "in_progress": deletion.purge_confirmed_at is None
+        and deletion.state not in (DeletionRequest.State.CANCELLED, DeletionRequest.State.AWAITING_APPROVAL),
+    }
+
+
 @member_required
 def request_list(request: HttpRequest) -> HttpResponse:
     principal = principal_of(request)
     if not service.may_read(principal):
         raise Forbidden("Deletion requests are for compliance staff, owners and admins.")
     rows = [
-        {"request": r, "report": service.report(r), "days_left": _days_left(r.due_by)}
+        {
+            "request": r,
+            "scope": _scope_words(r),
+            "report": service.report(r),
+            "days_left": (days := _days_left(r.due_by)),
+            "due_words": _due_words(r, days),
+        }
         for r in service.visible_requests(principal).prefetch_related("stores")[:200]
     ]
     return render(request, "dashboard/deletions.html", {"rows": rows, "can_file": service.may_act(principal)})
@@ -103,7 +207,15 @@ def request_new(request: HttpRequest) -> HttpResponse:
             ("Reason", data["reason"]),
             ("Due by", data["due_by"]),
         ]
-    context = {"form": form, "preview": preview, "preview_id": preview_id, "previewed": previewed}
+    context = {
+        "form": form,
+        "preview": preview,
+        "preview_rows": [
+            (STORE_NAMES.get(name, wording.label(name)), store) for name, store in (preview or {}).items()
+        ],
+        "preview_id": preview_id,
+        "previewed": previewed,
+    }
     return render(request, "dashboard/deletion_new.html", context, status=status)
 
 
@@ -137,13 +249,7 @@ def _file_previewed(request: HttpRequest, form: DeletionForm) -> HttpResponse:
 def request_detail(request: HttpRequest, public_id: str) -> HttpResponse:
     principal = principal_of(request)
     deletion = service.get_request(principal, public_id)
-    context = {
-        "deletion": deletion,
-        "report": service.report(deletion),
-        # What the page offers comes from the rules the actions enforce (service.may_act, can_retry).
-        "can_act": service.may_act(principal),
-        "can_retry": service.can_retry(deletion),
-    }
+    context = _detail_context(principal, deletion)
     template = "dashboard/deletion.html#progress" if request.headers.get("HX-Request") else "dashboard/deletion.html"
     return render(request, template, context)
 
@@ -151,13 +257,14 @@ def request_detail(request: HttpRequest, public_id: str) -> HttpResponse:
 @member_required
 def request_report(request: HttpRequest, public_id: str) -> HttpResponse:
     """The deletion report: JSON to file with a regulator, or a printable page."""
-    deletion = service.get_request(principal_of(request), public_id)
-    report = service.report(deletion)
+    principal = principal_of(request)
+    deletion = service.get_request(principal, public_id)
     if request.GET.get("format") == "json":
+        report = service.report(deletion)
         response = JsonResponse(report, json_dumps_params={"indent": 2, "ensure_ascii": False})
         response["Content-Disposition"] = f'attachment; filename="{deletion.public_id}.json"'
         return response
-    return render(request, "dashboard/deletion_report.html", {"deletion": deletion, "report": report})
+    return render(request, "dashboard/deletion_report.html", _detail_context(principal, deletion))
 
 
 @member_required
@@ -231,7 +338,7 @@ def tombstone_lift(request: HttpRequest, tombstone_id: int) -> HttpResponse:
             "deleted content itself does not come back; it is gone.",
             "details": [
                 ("Deleted by", stone.request_public_id or "(restored from the deletion ledger)"),
-                ("Deleted on", stone.created_at.isoformat()),
+                ("Deleted on", when(stone.created_at)),
             ],
             "action": reverse("dashboard:tombstone_lift", args=[stone.pk]),
             "ask_reason": True,

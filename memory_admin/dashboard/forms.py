@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -55,10 +56,14 @@ class RecordFilterForm(forms.Form):
     project = forms.CharField(required=False, max_length=100, validators=IDENTIFIER)
     subject = forms.CharField(required=False, max_length=200, validators=IDENTIFIER)
     predicate = forms.CharField(required=False, max_length=200, validators=IDENTIFIER)
-    status = forms.ChoiceField(required=False, choices=STATUS_VIEWS)
+    # Named for screen readers even where the page shows the select without a visible label.
+    status = forms.ChoiceField(
+        required=False, choices=STATUS_VIEWS, widget=forms.Select(attrs={"aria-label": "Status"})
+    )
     freshness = forms.ChoiceField(
         required=False,
         choices=[("", "Any freshness")] + [(key, label.capitalize()) for key, label in FRESHNESS_LABELS.items()],
+        widget=forms.Select(attrs={"aria-label": "Freshness"}),
     )
     source = forms.CharField(required=False, max_length=500, label="Source starts with")
     after = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
@@ -119,7 +124,11 @@ class AuditCursorField(forms.CharField):
 class AuditFilterForm(forms.Form):
     actor = forms.CharField(required=False, max_length=150)
     # The choices come from the one vocabulary every writer uses (memory.audit.Action).
-    action = forms.ChoiceField(required=False, choices=[("", "Any action")] + [(a, a) for a in Action.values])
+    action = forms.ChoiceField(
+        required=False,
+        choices=[("", "Any action")] + [(a, a) for a in Action.values],
+        widget=forms.Select(attrs={"aria-label": "Action"}),
+    )
     object = forms.CharField(required=False, max_length=64, label="Object id")
     since = LocalDateTimeField(required=False, label="From")
     until = LocalDateTimeField(required=False, label="To")
@@ -163,6 +172,41 @@ class PolicyForm(forms.Form):
             if name == "connector":
                 fields.update({f.key: _setting_form_field(f) for f in _setting_fields().values()})
         self.fields = fields
+
+    # --- Fields for the selected connector only --------------------------------------------------------
+
+    def chosen_connector(self) -> str:
+        """The connector the form shows settings for: as posted, else as the form started."""
+        value = self.data.get("connector") if self.is_bound else self.initial.get("connector")
+        return str(value) if value in CONNECTORS else ""
+
+    def general_fields(self) -> list[forms.BoundField]:
+        keys = set(_setting_fields())
+        return [self[name] for name in self.fields if name not in keys and name not in ("connector", "reporters")]
+
+    def source_fields(self) -> list[tuple[forms.BoundField, list[str], bool]]:
+        """Each connector setting with the connectors that use it, and whether the chosen one does (the
+        others are rendered hidden: the page works without JavaScript, v-policy.js toggles them live)."""
+        chosen = self.chosen_connector()
+        users: dict[str, list[str]] = {}
+        for connector in CONNECTORS.values():
+            for f in connector.settings_fields:
+                users.setdefault(f.key, []).append(connector.name)
+        return [(self[key], names, chosen in names) for key, names in users.items()]
+
+    def attach_source_problems(self, problems: list[str]) -> None:
+        """Problems with the canonical source, each beside the setting it names (else for the whole form)."""
+        keys = [*_setting_fields(), "reporters", "connector"]
+        for problem in problems:
+            named = [(problem.find(k), k) for k in keys if re.search(rf"\b{re.escape(k)}\b", problem)]
+            self.add_error(min(named)[1] if named else None, problem)
+
+    def describe_errors(self) -> None:
+        """Point each field with an error at its message (the template renders it as `<id>_error`)."""
+        for name, field in self.fields.items():
+            if name in self.errors:
+                field.widget.attrs["aria-invalid"] = "true"
+                field.widget.attrs["aria-describedby"] = f"{self[name].auto_id}_error"
 
     @classmethod
     def initial_for_new(cls) -> dict[str, Any]:
@@ -249,6 +293,18 @@ def _setting_form_field(setting: SettingField) -> forms.Field:
     if setting.kind == "seconds":
         return forms.FloatField(required=False, min_value=0.1, max_value=60, label=label)
     return forms.CharField(required=False, max_length=setting.max_length, label=label)
+
+
+class SettingsTestForm(forms.Form):
+    """ "Test these settings" on the policy form, before saving: which subject to fetch (prefixed `try`, so
+    its names never meet the policy's own `project_id`)."""
+
+    use_required_attribute = False  # it sits inside the policy form: "Save" must not need a test subject
+
+    subject_id = forms.CharField(max_length=200, validators=IDENTIFIER, label="Subject to fetch")
+    project_id = forms.CharField(
+        required=False, max_length=100, validators=IDENTIFIER, label="Project (blank: the policy's)"
+    )
 
 
 class SourceTestForm(forms.Form):

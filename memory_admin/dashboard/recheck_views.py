@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from memory_admin.dashboard.forms import ManualVerifyForm, PolicyForm, SourceTestForm
+from memory_admin.dashboard.forms import ManualVerifyForm, PolicyForm, SettingsTestForm, SourceTestForm
 from memory_admin.dashboard.helpers import confirmed, fact_url, member_required, principal_of, redirect_back, safe_next
 from memory_admin.lib import throttling
 from memory_admin.memory import actions, rechecks
@@ -28,6 +28,7 @@ from memory_admin.memory.policies import (
     may_read_policies,
     policies_for,
     save_field_policy,
+    validate_canonical_source,
 )
 
 Result = RecheckAttempt.Result
@@ -77,25 +78,83 @@ def policy_list(request: HttpRequest) -> HttpResponse:
 
 @member_required
 def policy_edit(request: HttpRequest, policy_id: int | None = None) -> HttpResponse:
+    """The policy form. Its buttons: "Save"; "Show its settings" (without JavaScript, after choosing another
+    connector: the same form again, nothing saved); "Test these settings" (fetch one subject with the
+    settings as typed, nothing saved)."""
     _require_admin(request)
     policy = _policy(request, policy_id) if policy_id else None
-    if request.method == "POST":
+    try_form = SettingsTestForm(prefix="try")
+    test_result: dict[str, Any] | None = None
+    status = 200
+    action = request.POST.get("action", "save")
+    if request.method == "POST" and action == "show":
+        form = PolicyForm(initial=request.POST.dict())
+    elif request.method == "POST":
         form = PolicyForm(request.POST)
-        if form.is_valid():
+        if action == "test":
+            try_form = SettingsTestForm(request.POST, prefix="try")
+            test_result, status = _test_settings(request, form, try_form)
+        elif form.is_valid():
             try:
                 saved = save_field_policy(principal_of(request), form.to_policy_data(), instance=policy)
             except DomainError as exc:
                 for field, problems in (exc.extra.get("errors") or {"__all__": [exc.detail]}).items():
-                    form.add_error(None if field not in form.fields else field, " ".join(problems))
+                    if field == "canonical_source":
+                        form.attach_source_problems(problems)
+                    else:
+                        form.add_error(None if field not in form.fields else field, " ".join(problems))
             else:
                 messages.success(request, f"Policy for {saved.predicate} saved.")
                 return redirect_back(request, reverse("dashboard:policy", args=[saved.pk]))
-        status = 400
+            status = 400
+        else:
+            status = 400
+        form.describe_errors()
     else:
         form = PolicyForm(initial=PolicyForm.initial_for(policy) if policy else PolicyForm.initial_for_new())
-        status = 200
-    context = {"form": form, "policy": policy, "test_form": SourceTestForm(auto_id=TEST_FORM_IDS)}
+    context = {
+        "form": form,
+        "policy": policy,
+        "try_form": try_form,
+        "test_result": test_result,
+        "test_form": SourceTestForm(auto_id=TEST_FORM_IDS),
+    }
     return render(request, "dashboard/policy_edit.html", context, status=status)
+
+
+def _test_settings(
+    request: HttpRequest, form: PolicyForm, try_form: SettingsTestForm
+) -> tuple[dict[str, Any] | None, int]:
+    """Fetch one subject with the settings as typed, through the same checks saving makes and the same
+    `rechecks.test_source` the saved policy's test uses; nothing is stored."""
+    if not form.is_valid() or not try_form.is_valid():
+        return None, 400
+    data = form.to_policy_data()
+    if problems := validate_canonical_source(data["canonical_source"]):
+        form.attach_source_problems(problems)
+        return None, 400
+    if data["canonical_source"] is None:
+        form.add_error("connector", "Choose a canonical source to test.")
+        return None, 400
+    # The API's `source_test` budget (the server fetches a canonical source): the same throttles, one count.
+    if (wait := throttling.throttle_wait(request, throttling.SOURCE_TEST)) is not None:
+        words = f"Too many source tests; try again in {math.ceil(wait)} seconds. Nothing was fetched."
+        return {"outcome": "throttled", "words": words, "detail": ""}, 429
+    unsaved = FieldPolicy(
+        tenant_id=principal_of(request).tenant_id,
+        predicate=data["predicate"],
+        canonical_source=data["canonical_source"],
+        canonical_ref_prefix=data["canonical_ref_prefix"],
+    )
+    project = try_form.cleaned_data["project_id"] or data["project_id"] or ""
+    result = rechecks.test_source(unsaved, try_form.cleaned_data["subject_id"], project)
+    return _worded(result), 200
+
+
+def _worded(result: dict[str, Any]) -> dict[str, Any]:
+    """A test's result for the page: the outcome in words; values stay values (the page shows them)."""
+    result["words"] = RESULT_WORDS.get(result["outcome"], result["detail"])
+    return result
 
 
 @member_required
@@ -141,16 +200,15 @@ def policy_test(request: HttpRequest, policy_id: int) -> HttpResponse:
         result = {"outcome": "throttled", "words": words, "detail": ""}
     elif form.is_valid():
         result = rechecks.test_source(policy, form.cleaned_data["subject_id"], form.cleaned_data["project_id"] or None)
-        result["words"] = RESULT_WORDS.get(result["outcome"], result["detail"])
-        for key in ("observed_value", "current_value"):
-            if key in result:
-                result[key] = json.dumps(result[key], ensure_ascii=False)
+        result = _worded(result)
     template = "dashboard/policy_edit.html#test" if request.headers.get("HX-Request") else "dashboard/policy_edit.html"
     context = {
         "form": PolicyForm(initial=PolicyForm.initial_for(policy)),
         "policy": policy,
         "test_form": form,
         "test_result": result,
+        "saved_test": True,  # the result shows beside the saved source's test, not in the policy form
+        "try_form": SettingsTestForm(prefix="try"),
     }
     if wait is not None:
         response = render(request, template, context, status=429)

@@ -3,7 +3,15 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from memory_admin.dashboard import deletion_views, derived_views, lockout_views, recheck_views, token_views, views
+from memory_admin.dashboard import (
+    conformance_views,
+    deletion_views,
+    derived_views,
+    lockout_views,
+    recheck_views,
+    token_views,
+    views,
+)
 
 app_name = "dashboard"
 
@@ -41,6 +49,8 @@ urlpatterns = [
     path("tokens/", token_views.token_list, name="tokens"),
     path("tokens/new/", token_views.token_new, name="token_new"),
     path("tokens/<int:token_id>/revoke/", token_views.token_revoke, name="token_revoke"),
+    path("conformance/", conformance_views.conformance, name="conformance"),
+    path("conformance/run/", conformance_views.conformance_start, name="conformance_start"),
     path("lockouts/", lockout_views.sign_in_lockouts, name="lockouts"),
     path("lockouts/<str:principal_id>/unlock/", lockout_views.unlock, name="unlock"),
 ]

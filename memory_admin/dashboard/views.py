@@ -7,12 +7,13 @@ JavaScript.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, time, timedelta
 from typing import Any
 
 from django.contrib import messages
 from django.db import transaction
-from django.db.models import Count, Q, TextField
+from django.db.models import Count, Min, Q, TextField
 from django.db.models.functions import Cast
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
@@ -22,8 +23,10 @@ from django.views.decorators.http import require_POST
 
 from deletion import service as deletion_service
 from deletion import tombstones
-from deletion.models import Tombstone
+from deletion.models import DeletionRequest, StoreProgress, Tombstone
 from memory_admin.accounts.models import Principal
+from memory_admin.dashboard import timeplot, wording
+from memory_admin.dashboard.dispute_page import Failure, disputes_page
 from memory_admin.dashboard.forms import (
     AsOfForm,
     AuditCursorField,
@@ -45,74 +48,273 @@ from memory_admin.dashboard.helpers import (
     safe_next,
 )
 from memory_admin.derived.dependants import dependants_of
-from memory_admin.memory import actions, reads, rechecks, task_failures
+from memory_admin.derived.models import Invalidation
+from memory_admin.memory import actions, audit, reads, rechecks, stats, task_failures
 from memory_admin.memory.errors import DomainError, Forbidden, NotFound
-from memory_admin.memory.models import AuditEvent, Dispute, MemoryRecord, RecheckAttempt
-from memory_admin.memory.policies import is_manual, policy_for
+from memory_admin.memory.models import AuditEvent, Dispute, FieldPolicy, MemoryRecord, RecheckAttempt
+from memory_admin.memory.policies import is_manual, policies_for, policy_for
 
 Status = MemoryRecord.Status
 # Audit events are shown by the time they happened (`at`, which a domain action may set to its own `now`),
 # not by insertion; the id breaks ties. The audit page's keyset cursor follows the same order.
 AUDIT_ORDER = ("-at", "-id")
 
-# The four operations of PRODUCT.md rule 2, each with when it fits.
+# The four operations of PRODUCT.md rule 2, each with the one line that says when it fits.
 OPERATIONS = [
-    ("exclude", "Exclude from context", "The record is wrong or must not reach an agent, but is kept for the record."),
+    ("exclude", "Exclude from context", "It is wrong or must not reach an agent, but stays on record: exclude."),
     (
         "expire",
         "Expire, keep as history",
-        "The fact stopped holding and nothing replaces it; history still answers as-of questions.",
+        "It stopped holding and nothing replaces it: expire; as-of questions still see it.",
     ),
-    (
-        "recheck",
-        "Recheck now",
-        "The value may have changed at its canonical source; fetch it again and keep what it says.",
-    ),
-    ("delete", "Request deletion", "The content must not be kept at all, in any store; compliance staff file it."),
+    ("recheck", "Recheck now", "The value changed at its source, or may have: recheck."),
+    ("delete", "Request deletion", "It must not be kept anywhere, in any store: request deletion."),
 ]
 
 
 # --- Overview ---------------------------------------------------------------------------------
 
 
+@dataclass
+class InboxItem:
+    """One thing that needs the signed-in person, linked to where it is handled."""
+
+    kind: str  # dispute | recheck | notice | deletion | policy
+    title: str
+    detail: str
+    href: str
+    since: datetime | None = None
+    urgent: bool = False
+
+
+def _inbox(principal: Principal, now: datetime) -> list[InboxItem]:
+    """What needs this person, by role: curators (owners, admins) resolve disputes, recheck high-risk
+    overdue fields and chase unapplied notices; compliance staff approve and follow deletions; admins fix
+    policies whose canonical source failed its last check. Each list is bounded; none counts the table."""
+    items: list[InboxItem] = []
+    tenant_id = principal.tenant_pk
+    if principal.can_curate:
+        for dispute in (
+            Dispute.objects.filter(tenant_id=tenant_id, status=Dispute.Status.OPEN)
+            .select_related("project")
+            .annotate(n=Count("candidates"))
+            .order_by("opened_at")[:10]
+        ):
+            items.append(
+                InboxItem(
+                    "dispute",
+                    f"{dispute.subject_id} · {dispute.predicate}",
+                    f"{dispute.n} sources disagree; agents get no value until you choose",
+                    reverse("dashboard:disputes") + f"#{dispute.public_id}",
+                    dispute.opened_at,
+                    urgent=True,
+                )
+            )
+        high = {
+            p.predicate
+            for p in FieldPolicy.objects.filter(tenant_id=tenant_id, risk=FieldPolicy.Risk.HIGH).only("predicate")
+        }
+        due = list(
+            MemoryRecord.objects.for_tenant(tenant_id)
+            .kept_fresh(now)
+            .filter(recheck_after__lte=now, predicate__in=high)
+            .select_related("project")
+            .order_by("recheck_after")[:50]
+        )
+        governing = policies_for(tenant_id, {(r.project.key, r.predicate) for r in due})
+        for record in due:
+            policy = governing[(record.project.key, record.predicate)]
+            if policy is None or policy.risk != FieldPolicy.Risk.HIGH or record.recheck_after is None:
+                continue
+            blocks = policy.on_failure == FieldPolicy.OnFailure.BLOCK_ACTION
+            items.append(
+                InboxItem(
+                    "recheck",
+                    f"{record.subject_id} · {record.predicate}",
+                    f"high risk, recheck {wording.overdue(record.recheck_after, now)}"
+                    + ("; actions on it are blocked until verified" if blocks else ""),
+                    fact_url(record),
+                    record.recheck_after,
+                    urgent=blocks,
+                )
+            )
+        open_notices = (
+            Invalidation.objects.filter(tenant_id=tenant_id, acknowledged_at__isnull=True)
+            .values("agent__name")
+            .annotate(n=Count("id"), oldest=Min("created_at"))
+            .order_by("oldest")[:10]
+        )
+        for row in open_notices:
+            items.append(
+                InboxItem(
+                    "notice",
+                    f"{row['agent__name']}: {row['n']} notice{'s' if row['n'] != 1 else ''} not applied",
+                    "delivered is not applied: the agent may still act on a replaced value",
+                    reverse("dashboard:agents"),
+                    row["oldest"],
+                )
+            )
+    if deletion_service.may_act(principal):
+        failing = Q(stores__state=StoreProgress.State.FAILED) & Q(
+            state__in=[DeletionRequest.State.ACCEPTED, DeletionRequest.State.PURGING]
+        )
+        waiting = (
+            DeletionRequest.objects.filter(tenant_id=tenant_id)
+            .filter(Q(state=DeletionRequest.State.AWAITING_APPROVAL) | failing)
+            .select_related("project")
+            .annotate(failed=Count("stores", filter=Q(stores__state=StoreProgress.State.FAILED)))
+            .order_by("due_by", "id")[:20]
+        )
+        zone = timezone.get_current_timezone()
+        for request in waiting:
+            if request.state == DeletionRequest.State.AWAITING_APPROVAL:
+                what = "awaiting a second approval"
+            else:
+                what = f"{request.failed} store{'s' if request.failed != 1 else ''} failed; retry or look at the error"
+            if request.due_by:
+                deadline = datetime.combine(request.due_by, time(23, 59), tzinfo=zone)
+                what += f"; {wording.days_left(deadline, now)} (due {wording.people_date(request.due_by)})"
+            items.append(
+                InboxItem(
+                    "deletion",
+                    f"{request.public_id}: {request.get_scope_kind_display().lower()} in {request.project.key}",
+                    what,
+                    reverse("dashboard:deletion", args=[request.public_id]),
+                    request.accepted_at,
+                    urgent=bool(request.due_by and request.due_by <= (now + timedelta(days=3)).date()),
+                )
+            )
+    if principal.has_role("admin"):
+        for policy in FieldPolicy.objects.filter(tenant_id=tenant_id, canonical_source__isnull=False).select_related(
+            "project"
+        )[:50]:
+            attempts = RecheckAttempt.objects.filter(tenant_id=tenant_id, record__predicate=policy.predicate)
+            if policy.project_id is not None:
+                attempts = attempts.filter(record__project_id=policy.project_id)
+            last = attempts.exclude(trigger=RecheckAttempt.Trigger.MANUAL).order_by("-id").first()
+            if last is None or last.verified:
+                continue
+            items.append(
+                InboxItem(
+                    "policy",
+                    f"Policy for {policy.predicate}"
+                    + (f" in {policy.project.key}" if policy.project else " (all projects)"),
+                    f"its canonical source failed the last check: {last.get_outcome_display().lower()}",
+                    reverse("dashboard:policy", args=[policy.pk]),
+                    last.attempted_at,
+                    urgent=True,
+                )
+            )
+    return items
+
+
+# The freshness chart's bands, each coloured by its records' own `recheck_after` (not by a fixed age).
+FRESHNESS_BANDS = [
+    ("fresh", "Fresh, recheck > 7 days off"),
+    ("soon", "Recheck due within 7 days"),
+    ("due", "Past its own recheck time"),
+    ("never", "Never verified"),
+]
+
+
+def _health_counts(tenant_id: int, now: datetime) -> dict[str, Any]:
+    """The overview's counts: maintained counters on PostgreSQL, exact counts on SQLite (memory/stats.py)."""
+    figures = stats.record_stats(tenant_id, now)
+    by_status, f = figures.by_status, figures.freshness
+    bands = {
+        "fresh": f["due_later"] + f["unscheduled"],
+        "soon": f["due_1d"] + f["due_7d"],
+        "due": f["overdue"],
+        "never": f["never"],
+    }
+    return {
+        "by_status": by_status,
+        "bands": bands,
+        "deleted": Tombstone.objects.filter(
+            tenant_id=tenant_id, kind=Tombstone.Kind.RECORD, lifted_at__isnull=True
+        ).count(),
+        "open_disputes": Dispute.objects.filter(tenant_id=tenant_id, status=Dispute.Status.OPEN).count(),
+    }
+
+
+@dataclass
+class Change:
+    """One line of the overview's recent changes: "subject · predicate: old → new by whom"."""
+
+    event: AuditEvent
+    fact: str | None
+    words: str
+    old: Any = None
+    new: Any = None
+    status_change: bool = False
+    what: str = ""  # the object, when it is not a record: "Field policy 3"
+
+    @property
+    def at(self) -> datetime:
+        return self.event.at
+
+    @property
+    def object_id(self) -> str:
+        return self.event.object_id
+
+
+def _recent_changes(tenant_id: int) -> list[Change]:
+    """The latest audit events as "subject · predicate: old → new by whom", newest first (the time shown).
+
+    An assertion that replaced a value is written as two events (the old head superseded, the new record
+    created, at the same instant); they are told as one change."""
+    events = list(AuditEvent.objects.filter(tenant_id=tenant_id).order_by(*AUDIT_ORDER)[:15])
+    record_ids = {e.object_id for e in events if e.object_type == "record"}
+    facts = {
+        m: (s, p)
+        for m, s, p in MemoryRecord.objects.filter(tenant_id=tenant_id, memory_id__in=record_ids).values_list(
+            "memory_id", "subject_id", "predicate"
+        )
+    }
+    replaced = {
+        (e.at, facts.get(e.object_id)): e
+        for e in events
+        if e.action == audit.Action.RECORD_SUPERSEDED and e.object_id in facts
+    }
+    merged: set[int] = set()
+    rows = []
+    for event in events:
+        fact = facts.get(event.object_id) if event.object_type == "record" else None
+        change = Change(event, f"{fact[0]} · {fact[1]}" if fact else None, wording.action_words(event.action))
+        change.what = f"{wording.label(event.object_type)} {event.object_id}"
+        if event.action == audit.Action.RECORD_ASSERTED_CREATED and event.after:
+            change.new = event.after.get("value")
+            previous = replaced.get((event.at, fact)) if fact else None
+            if previous is not None and previous.before:
+                change.old = previous.before.get("value")
+                change.words = "changed"
+                merged.add(previous.pk)
+        elif event.before and event.after and event.before.get("status") != event.after.get("status"):
+            change.old, change.new = event.before.get("status"), event.after.get("status")
+            change.status_change = True
+        rows.append(change)
+    return [r for r in rows if r.event.pk not in merged][:12]
+
+
 @member_required
 def overview(request: HttpRequest) -> HttpResponse:
     principal = principal_of(request)
     now = timezone.now()
-    records = MemoryRecord.objects.for_tenant(principal.tenant_pk)
-    by_status = dict(records.values_list("status").annotate(n=Count("id")).order_by())
-    accepted = records.filter(status=Status.ACCEPTED)
-    buckets = accepted.aggregate(
-        day=Count("id", filter=Q(last_verified_at__gte=now - timedelta(days=1))),
-        week=Count(
-            "id", filter=Q(last_verified_at__lt=now - timedelta(days=1), last_verified_at__gte=now - timedelta(days=7))
-        ),
-        month=Count(
-            "id", filter=Q(last_verified_at__lt=now - timedelta(days=7), last_verified_at__gte=now - timedelta(days=30))
-        ),
-        older=Count("id", filter=Q(last_verified_at__lt=now - timedelta(days=30))),
-        never=Count("id", filter=Q(last_verified_at__isnull=True)),
-        overdue=Count("id", filter=Q(recheck_after__lte=now)),
-    )
-    chart = [
-        ("verified < 1 day ago", buckets["day"]),
-        ("1-7 days", buckets["week"]),
-        ("7-30 days", buckets["month"]),
-        ("> 30 days", buckets["older"]),
-        ("never verified", buckets["never"]),
-    ]
-    peak = max([n for _, n in chart] + [1])
+    counts = _health_counts(principal.tenant_pk, now)
+    by_status, bands = counts["by_status"], counts["bands"]
+    peak = max([*bands.values(), 1])
     context = {
+        "inbox": _inbox(principal, now),
         # Deleted records leave no row once purged: their tombstones are what count (and the tile links to
         # the deletion requests, where each one is followed).
         "counts": [(status, by_status.get(status, 0)) for status in Status.values if status != Status.DELETED],
-        "deleted": Tombstone.objects.filter(
-            tenant_id=principal.tenant_id, kind=Tombstone.Kind.RECORD, lifted_at__isnull=True
-        ).count(),
-        "open_disputes": Dispute.objects.filter(tenant_id=principal.tenant_id, status=Dispute.Status.OPEN).count(),
-        "overdue": buckets["overdue"],
-        "chart": [(label, n, round(300 * n / peak)) for label, n in chart],
-        "recent": AuditEvent.objects.filter(tenant_id=principal.tenant_id).order_by(*AUDIT_ORDER)[:12],
+        "disputed_records": by_status.get(Status.DISPUTED, 0),
+        "deleted": counts["deleted"],
+        "open_disputes": counts["open_disputes"],
+        # The same records as the chart's red band and the records page's "recheck due" filter.
+        "overdue": bands["due"],
+        "chart": [(key, words, bands[key], round(300 * bands[key] / peak)) for key, words in FRESHNESS_BANDS],
+        "recent": _recent_changes(principal.tenant_pk),
         # Rows a background task had to skip: owners and admins fix or exclude them.
         "task_failures": (
             task_failures.recent_failures(principal.tenant_pk)[:20] if principal.has_role("owner", "admin") else []
@@ -148,24 +350,91 @@ def _filtered_records(principal: Principal, data: dict[str, Any]) -> Any:
     return records
 
 
+# The records table's orders: a name in the URL (`sort=`), the columns it orders by (the id last, so each
+# order is total and pages by keyset on the last row). History views default to grouping by fact.
+RECORD_SORTS: dict[str, tuple[str, ...]] = {
+    "newest": ("-id",),
+    "oldest": ("id",),
+    "fact": ("subject_id", "predicate", "project_id", "id"),
+    "-fact": ("-subject_id", "-predicate", "-project_id", "-id"),
+    "valid_from": ("valid_from", "id"),
+    "-valid_from": ("-valid_from", "-id"),
+    "revision": ("revision", "id"),
+    "-revision": ("-revision", "-id"),
+}
+# Counting stops here: past it the page says "more than" rather than scanning a large table.
+TOTAL_CAP = 10_000
+
+
+def _after_row(order: tuple[str, ...], row: dict[str, Any]) -> Q:
+    """Rows strictly after `row` in `order` (lexicographic keyset: a = v1 and b > v2, or a > v1, ...)."""
+    condition = Q()
+    for i, column in enumerate(order):
+        name = column.lstrip("-")
+        step = Q(**{f"{name}__lt" if column.startswith("-") else f"{name}__gt": row[name]})
+        for earlier in order[:i]:
+            step &= Q(**{earlier.lstrip("-"): row[earlier.lstrip("-")]})
+        condition |= step
+    return condition
+
+
+def _records_total(records: Any) -> tuple[int, bool]:
+    """How many records match, counted up to TOTAL_CAP (and whether there are more): bounded work."""
+    n = records.order_by().values("id")[: TOTAL_CAP + 1].count()
+    return min(n, TOTAL_CAP), n > TOTAL_CAP
+
+
 @member_required
 def record_list(request: HttpRequest) -> HttpResponse:
     principal = principal_of(request)
     form = RecordFilterForm(request.GET)
     rows: list[MemoryRecord] = []
     next_after = None
+    total, more = 0, False
+    status_view = form.cleaned_data.get("status") if form.is_valid() else "accepted"
+    history = status_view in ("superseded", "all")
+    sort = request.GET.get("sort") or ("fact" if history else "newest")
+    if sort not in RECORD_SORTS:
+        sort = "newest"
+    order = RECORD_SORTS[sort]
     if form.is_valid():
         data = form.cleaned_data
-        records = _filtered_records(principal, data).select_related("project", "issuer")
-        after = Q(id__lt=data["after"]) if data.get("after") else None
-        rows, last = keyset_page(records, order=("-id",), after=after, size=data.get("size") or PAGE_SIZE)
+        filtered = _filtered_records(principal, data)
+        records = filtered.select_related("project", "issuer")
+        after = None
+        if data.get("after") and order in (("-id",), ("id",)):
+            after = Q(id__lt=data["after"]) if order == ("-id",) else Q(id__gt=data["after"])
+        elif data.get("after"):
+            fields = [c.lstrip("-") for c in order]
+            last_row = filtered.filter(id=data["after"]).values(*fields).first()
+            after = _after_row(order, last_row) if last_row else Q(pk__in=[])
+        rows, last = keyset_page(records, order=order, after=after, size=data.get("size") or PAGE_SIZE)
         next_after = last.pk if last else None
+        total, more = _records_total(filtered)
+    # History grouped by fact: each row knows whether it starts a new fact (a header row in the table).
+    # (Only when the page holds more than one fact: a page of one fact's versions needs no header.)
+    previous = None
+    group_starts = set()
+    for r in rows:
+        key = (r.project_id, r.subject_id, r.predicate)
+        if history and sort in ("fact", "-fact") and key != previous:
+            group_starts.add(r.pk)
+        previous = key
+    if len(group_starts) < 2:
+        group_starts = set()
     context = {
         "form": form,
         "rows": rows,
+        "group_starts": group_starts,
         "next_after": next_after,
-        "status_view": form.cleaned_data.get("status") if form.is_valid() else "accepted",
+        "status_view": status_view,
+        "history": history,
+        "sort": sort,
+        "total": total,
+        "total_more": more,
+        "select_all": request.GET.get("select") == "all",
         "can_curate": principal.can_curate,
+        "now": timezone.now(),
     }
     return render(request, partial(request, "dashboard/records.html", "table"), context)
 
@@ -288,14 +557,49 @@ def fact(request: HttpRequest) -> HttpResponse:
     memory_ids = [r.memory_id for r in chain]
     policy = policy_for(principal.tenant_pk, project, predicate)
     head = next((r for r in chain if r.is_head), chain[-1])
+    now = timezone.now()
+    attempts = list(RecheckAttempt.objects.filter(record__in=[r.pk for r in chain]).order_by("-id")[:50])
+    dispute = (
+        Dispute.objects.filter(
+            tenant_id=principal.tenant_id,
+            project__key=project,
+            subject_id=subject,
+            predicate=predicate,
+            status=Dispute.Status.OPEN,
+        )
+        .prefetch_related("candidates__issuer")
+        .first()
+    )
+    valid_at = as_of_form.cleaned_data.get("valid_at") if as_of_form.is_valid() else None
+    known_at = as_of_form.cleaned_data.get("known_at") if as_of_form.is_valid() else None
     context = {
         "project": project,
         "subject": subject,
         "predicate": predicate,
-        "chain": chain,
+        # In the order things happened: by when the system learned them, then by valid time.
+        "chain": sorted(chain, key=lambda r: (r.recorded_from, r.valid_from, r.revision)),
         "current": current,
         "view": view,
         "head": head,
+        # A value that takes effect later: "scheduled", with when it starts answering.
+        "scheduled": [r for r in chain if r.status == Status.ACCEPTED and r.valid_from > now],
+        # Agents acting on this field are refused (409 recheck_required) while it is not verified.
+        "actions_blocked": bool(
+            current is not None
+            and reads.must_be_fresh_for_action(policy)
+            and view is not None
+            and not view.action_allowed
+        ),
+        "latest_attempt": next((a for a in attempts if a.record_id == (current.pk if current else None)), None),
+        "plot": timeplot.plot(
+            chain,
+            now=now,
+            current=current,
+            as_of=as_of_record,
+            valid_at=valid_at if asked else None,
+            known_at=known_at if asked else None,
+            zone=timezone.get_current_timezone(),
+        ),
         "can_exclude": principal.can_curate and head.excludable,
         "can_expire": principal.can_curate and head.expirable,
         "as_of_form": as_of_form,
@@ -304,23 +608,20 @@ def fact(request: HttpRequest) -> HttpResponse:
         "events": AuditEvent.objects.filter(tenant_id=principal.tenant_id, object_id__in=memory_ids).order_by(
             *AUDIT_ORDER
         )[:50],
-        "dispute": Dispute.objects.filter(
-            tenant_id=principal.tenant_id,
-            project__key=project,
-            subject_id=subject,
-            predicate=predicate,
-            status=Dispute.Status.OPEN,
-        ).first(),
+        "dispute": dispute,
+        "candidates": list(dispute.candidates.all()) if dispute else [],
         "operations": OPERATIONS,
         "policy": policy,
         "manual_field": is_manual(policy),
         # "Recheck now" is offered only when the server can fetch the field's canonical source itself.
         "can_fetch": rechecks.can_fetch(policy),
-        "attempts": RecheckAttempt.objects.filter(record__in=[r.pk for r in chain]).order_by("-id")[:50],
+        "attempts": attempts,
         "derived": dependants_of(chain),
         "can_curate": principal.can_curate,
         "can_request_deletion": deletion_service.may_act(principal),
         "here": request.get_full_path(),
+        # An htmx "Ask" swaps the answer and, out of band, the plot with its as-of mark.
+        "oob": bool(request.headers.get("HX-Request")),
     }
     return render(request, partial(request, "dashboard/fact.html", "asof"), context)
 
@@ -339,6 +640,37 @@ CONFIRM_WORDS = {
 }
 
 
+def _stops_reaching_agents(record: MemoryRecord, operation: str) -> list[tuple[str, str]]:
+    """What the confirmation page says will stop reaching agents, as labelled lines."""
+    zone = timezone.get_current_timezone()
+    value = wording.plain(record.value, zone, 80)
+    fact = f"{record.subject_id} · {record.predicate}"
+    now = timezone.now()
+    answering = record.status == Status.ACCEPTED and record.is_current_at(now)
+    lines = []
+    if operation == "exclude":
+        if answering:
+            lines.append(("Stops reaching agents", f"{value}, the current answer for {fact}"))
+            lines.append(("Afterwards", "agents asking for this fact get no value until a new one is written"))
+        else:
+            lines.append(("Stops reaching agents", f"{value} ({record.status}) for {fact}, in as-of answers too"))
+    else:
+        if answering:
+            lines.append(("Stops reaching agents", f"{value}, the current answer for {fact}, from now on"))
+            lines.append(("Still answers", "as-of questions about the time it held"))
+        else:
+            lines.append(("Stops reaching agents", f"{value} for {fact} from now on"))
+    built = dependants_of([record])
+    copies = [
+        (len(built["contexts"]), "agent session", "holding it gets a notice"),
+        (len(built["summaries"]), "summary", "built on it is marked stale"),
+        (len(built["plans"]), "plan", "built on it is suspended"),
+    ]
+    told = [f"{n} {noun}{'s' if n != 1 else ''} {what}" for n, noun, what in copies if n]
+    lines.append(("Copies", "; ".join(told) if told else "no agent session, summary or plan is built on it"))
+    return lines
+
+
 def _record_operation(request: HttpRequest, memory_id: str, operation: str, done: str) -> HttpResponse:
     """Exclude or expire one record: a confirmation page first (no JavaScript needed), then the change."""
     principal = principal_of(request)
@@ -354,6 +686,7 @@ def _record_operation(request: HttpRequest, memory_id: str, operation: str, done
         context = {
             "title": f"{label}: {record.memory_id}",
             "explanation": explanation,
+            "details": _stops_reaching_agents(record, operation),
             "records": [record],
             "action": reverse(f"dashboard:{operation}", args=[record.memory_id]),
             "ask_reason": True,
@@ -394,18 +727,7 @@ def expire(request: HttpRequest, memory_id: str) -> HttpResponse:
 
 @member_required
 def dispute_list(request: HttpRequest) -> HttpResponse:
-    principal = principal_of(request)
-    show = request.GET.get("status", "open")
-    disputes = (
-        Dispute.objects.filter(tenant_id=principal.tenant_id)
-        .select_related("project", "resolved_by", "winner")
-        .prefetch_related("candidates__issuer")
-        .order_by("opened_at" if show == "open" else "-opened_at")
-    )
-    if show in Dispute.Status.values:
-        disputes = disputes.filter(status=show)
-    context = {"disputes": disputes[:100], "show": show, "can_curate": principal.can_curate}
-    return render(request, "dashboard/disputes.html", context)
+    return disputes_page(request, principal_of(request), request.GET.get("status", "open"))
 
 
 @member_required
@@ -416,8 +738,12 @@ def resolve(request: HttpRequest, dispute_id: str) -> HttpResponse:
     form = ResolveForm(request.POST)
     back = reverse("dashboard:disputes") + f"#{dispute.public_id}"
     if not form.is_valid():
-        messages.error(request, "Give a reason; it is audited. The dispute is still open.")
-        return redirect_back(request, back)
+        # The same page again, the chosen side kept and the problem beside the reason (no redirect).
+        error = "Give a reason; it is audited. The dispute is still open."
+        messages.error(request, error)
+        winner, reason = request.POST.get("winner", "")[:64], request.POST.get("reason", "")[:2000]
+        failure = Failure(dispute.public_id, winner, reason, error, "reason")
+        return disputes_page(request, principal, "open", failure, status=400)
     winner = form.cleaned_data["winner"]
     try:
         actions.resolve_dispute(
@@ -434,7 +760,9 @@ def resolve(request: HttpRequest, dispute_id: str) -> HttpResponse:
         if exc.extra.get("errors"):
             detail = " ".join(m for msgs in exc.extra["errors"].values() for m in msgs)
         messages.error(request, f"The dispute is still open: {detail}")
-        return redirect_back(request, back)
+        where = "reason" if "reason" in (exc.extra.get("errors") or {}) else "winner"
+        failure = Failure(dispute.public_id, winner, form.cleaned_data["reason"], detail, where)
+        return disputes_page(request, principal, "open", failure, status=exc.status)
     messages.success(request, f"Dispute {dispute_id} resolved.")
     return redirect_back(request, back)
 

@@ -11,6 +11,7 @@ from django.utils import timezone
 from memory_admin.accounts.models import Principal
 from memory_admin.derived.vectors import get_index
 from memory_admin.memory.models import MemoryRecord
+from memory_admin.memory.reads import FactView, record_views
 
 # Hits are over-fetched before the database check, so held-back copies do not shrink the answer.
 OVERFETCH = 4
@@ -29,6 +30,9 @@ class SearchHit:
     reason: str | None = None
     # For a usable hit whose successor is already recorded: the successor, in effect from `record.valid_to`.
     next: MemoryRecord | None = None
+    # For a usable hit: what `GET /facts/current/` says of it (freshness, caveat, action allowed), by the
+    # same rule (`reads.record_views`); None for a held-back hit.
+    view: FactView | None = None
 
 
 @dataclass
@@ -90,8 +94,17 @@ def search(
             held_back.append(hit)
     if include_all:
         results = sorted(usable + held_back, key=lambda h: -h.score)[:k]
+        _attach_views(results, now)
         return SearchResult(results=results, held_back=[], dropped=dropped)
+    _attach_views(usable[:k], now)
     return SearchResult(results=usable[:k], held_back=held_back[:k], dropped=dropped)
+
+
+def _attach_views(hits: list[SearchHit], now: datetime) -> None:
+    """The governance facts of the usable hits returned, in a constant number of queries."""
+    views = record_views([h.record for h in hits if h.usable], now)
+    for hit in hits:
+        hit.view = views.get(hit.record.pk) if hit.usable else None
 
 
 # Codes of `SearchHit.reason_code` (the API's `reason_code`).

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
@@ -31,7 +31,7 @@ from memory_admin.memory.errors import (
     NotFound,
     RevisionConflict,
 )
-from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord, Project
+from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord, Project, new_public_id
 from memory_admin.memory.policies import authorize_issuer, policy_for
 from memory_admin.memory.ranking import compare_source_revisions, record_rank, source_rank
 
@@ -118,13 +118,18 @@ def lock_fact(tenant_id: int, project_key: str, subject_id: str, predicate: str)
     """
     if connection.vendor != "postgresql":
         return
+    key = fact_lock_key(tenant_id, project_key, subject_id, predicate)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [key])
+
+
+def fact_lock_key(tenant_id: int, project_key: str, subject_id: str, predicate: str) -> int:
+    """The advisory lock key of one fact key (lock_fact; memory.batch locks many at once)."""
     digest = hashlib.blake2b(
         f"{tenant_id}\x1f{project_key}\x1f{subject_id}\x1f{predicate}".encode(),
         digest_size=8,
     )
-    key = int.from_bytes(digest.digest(), "big", signed=True)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [key])
+    return int.from_bytes(digest.digest(), "big", signed=True)
 
 
 def _recheck_after(policy: FieldPolicy | None, verified_at: datetime | None, now: datetime) -> datetime | None:
@@ -142,7 +147,10 @@ def _retain_until(policy: FieldPolicy | None, now: datetime) -> datetime | None:
 
 
 def _cut_overlapping(
-    new: MemoryRecord, now: datetime, accepted: Sequence[MemoryRecord] | None = None
+    new: MemoryRecord,
+    now: datetime,
+    accepted: Sequence[MemoryRecord] | None = None,
+    deferred: DeferredWrites | None = None,
 ) -> list[MemoryRecord]:
     """End the validity of accepted records of the fact that overlap `new` from `new.valid_from` on.
 
@@ -169,10 +177,13 @@ def _cut_overlapping(
         if old.valid_to <= now:
             old.status = Status.SUPERSEDED
             old.recorded_to = now
-        old.save(update_fields=["valid_to", "valid_to_recorded_at", "superseded_by", "status", "recorded_to"])
+        _update(deferred, old, ["valid_to", "valid_to_recorded_at", "superseded_by", "status", "recorded_to"])
         changed.append(old)
     ended = [old for old in changed if old.status == Status.SUPERSEDED]
-    hooks.belief_ended(ended, reason=f"Superseded by {new.memory_id} (revision {new.revision}).", now=now)
+    if deferred is not None:
+        deferred.belief_ended(ended)
+    else:
+        hooks.belief_ended(ended, reason=f"Superseded by {new.memory_id} (revision {new.revision}).", now=now)
     return changed
 
 
@@ -198,6 +209,31 @@ def _records_changed(*records: MemoryRecord) -> None:
     hooks.records_changed(records)
 
 
+class DeferredWrites(Protocol):
+    """Where the apply functions put their writes when a batch applies many assertions (memory.batch): the
+    rows, updates, audit events and ended beliefs are collected and written in a few statements per batch.
+    Without one (assert_fact) each write is made at once. Either way the same apply functions decide them."""
+
+    def insert(self, record: MemoryRecord) -> None: ...
+    def update(self, record: MemoryRecord, fields: list[str]) -> None: ...
+    def audit(self, events: list[audit.Event]) -> None: ...
+    def belief_ended(self, records: list[MemoryRecord]) -> None: ...
+
+
+def _update(deferred: DeferredWrites | None, record: MemoryRecord, fields: list[str]) -> None:
+    if deferred is None:
+        record.save(update_fields=fields)
+    else:
+        deferred.update(record, fields)
+
+
+def _audit_events(w: _Write, events: list[audit.Event]) -> None:
+    if w.deferred is None:
+        audit.record_events(events, tenant=w.project.tenant_id, at=w.now)
+    else:
+        w.deferred.audit(events)
+
+
 @dataclass(frozen=True)
 class _Write:
     """One assertion being applied, with the locked state of its fact (replaces a bag of keyword arguments)."""
@@ -213,14 +249,27 @@ class _Write:
     locked: list[MemoryRecord]
     head: MemoryRecord | None
     next_revision: int
+    # Set by memory.batch: the writes are collected and made in bulk (see DeferredWrites).
+    deferred: DeferredWrites | None = None
 
 
 def _new_record(w: _Write, *, status: str, **fields: Any) -> MemoryRecord:
+    record = build_record(w, status=status, **fields)
+    if w.deferred is not None:
+        w.deferred.insert(record)
+        return record
+    record.save(force_insert=True)
+    _records_changed(record)
+    return record
+
+
+def build_record(w: _Write, *, status: str, **fields: Any) -> MemoryRecord:
+    """The new version an assertion writes (unsaved): the one home of how its fields are filled."""
     a = w.assertion
-    record = MemoryRecord.objects.create(
+    return MemoryRecord(
         tenant_id=w.project.tenant_id,
         project=w.project,
-        memory_id=w.memory_id,
+        memory_id=w.memory_id or new_public_id("mem"),
         subject_id=a.subject_id,
         predicate=a.predicate,
         value=a.value,
@@ -240,8 +289,6 @@ def _new_record(w: _Write, *, status: str, **fields: Any) -> MemoryRecord:
         source_event_ids=a.event_ids or [],
         **fields,
     )
-    _records_changed(record)
-    return record
 
 
 def assert_fact(
@@ -439,7 +486,7 @@ def decide(w: _Write) -> Decision:
 
 def _apply_first(w: _Write, decision: Decision) -> AssertResult:
     record = _new_record(w, status=Status.ACCEPTED, entered_current=True, is_head=True)
-    _audit_assert(w.principal, record, Outcome.CREATED, w.now)
+    _audit_events(w, [_assert_event(w.principal, record, Outcome.CREATED)])
     return AssertResult(Outcome.CREATED, record)
 
 
@@ -447,7 +494,7 @@ def _apply_history(w: _Write, decision: Decision) -> AssertResult:
     record = _new_record(
         w, status=Status.SUPERSEDED, superseded_by=w.head, recorded_to=w.now, status_reason=decision.reason
     )
-    _audit_assert(w.principal, record, Outcome.HISTORY, w.now, decision.reason)
+    _audit_events(w, [_assert_event(w.principal, record, Outcome.HISTORY, decision.reason)])
     return AssertResult(Outcome.HISTORY, record)
 
 
@@ -501,16 +548,17 @@ def _apply_supersede(w: _Write, decision: Decision) -> AssertResult:
     assert head is not None
     before = audit.snapshot(head)
     head.is_head = False
-    head.save(update_fields=["is_head"])
+    _update(w.deferred, head, ["is_head"])
     record = _new_record(w, status=Status.ACCEPTED, entered_current=True, is_head=True)
     if head.status != Status.ACCEPTED:
         # An excluded or expired head: it stays as it is, now with a successor.
         head.superseded_by = record
         if head.status == Status.EXPIRED:
             head.status = Status.SUPERSEDED
-        head.save(update_fields=["superseded_by", "status"])
-    _cut_overlapping(record, now, accepted=w.locked)
-    audit.record_events(
+        _update(w.deferred, head, ["superseded_by", "status"])
+    _cut_overlapping(record, now, accepted=w.locked, deferred=w.deferred)
+    _audit_events(
+        w,
         [
             audit.Event(
                 actor=w.principal,
@@ -522,8 +570,6 @@ def _apply_supersede(w: _Write, decision: Decision) -> AssertResult:
             ),
             _assert_event(w.principal, record, Outcome.CREATED),
         ],
-        tenant=record.tenant_id,
-        at=now,
     )
     return AssertResult(Outcome.CREATED, record)
 

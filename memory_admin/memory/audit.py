@@ -55,6 +55,8 @@ class Action(models.TextChoices):
     LOGIN_UNLOCKED = "login.unlocked"
     # A background task skipped one row (memory.task_failures).
     TASK_FAILED = "task.failed"
+    # An agent called a tool of the MCP server (memory_admin/mcp): the tool and how it ended, never arguments.
+    MCP_TOOL_CALLED = "mcp.tool_called"
 
 
 def asserted(outcome: str) -> Action:
@@ -85,7 +87,11 @@ _SNAPSHOT_FIELDS = (
 
 def snapshot(record: MemoryRecord) -> dict[str, Any]:
     data = {name: getattr(record, name) for name in _SNAPSHOT_FIELDS}
-    data["superseded_by"] = record.superseded_by.memory_id if record.superseded_by_id else None  # type: ignore[union-attr]
+    # A successor may be assigned before it is saved (memory.batch inserts in bulk): its cached object names it.
+    successor = (
+        record.superseded_by if record.superseded_by_id or MemoryRecord.superseded_by.is_cached(record) else None
+    )
+    data["superseded_by"] = successor.memory_id if successor is not None else None
     return json.loads(json.dumps(data, cls=DjangoJSONEncoder))
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from memory_admin.memory.errors import DomainError
 from memory_admin.memory.models import MemoryRecord
 
 logger = logging.getLogger(__name__)
@@ -78,6 +79,12 @@ class AssertionGuard(Protocol):
         before anything of it is written."""
 
 
+class AssertionBatchGuard(Protocol):
+    def __call__(self, writes: Sequence[FactWrite], /) -> dict[int, DomainError]:
+        """The set form of an assertion guard, for many writes at once (memory.batch): the DomainError refusing
+        each refused write, by its index. Inside the batch's transaction, with the facts locked."""
+
+
 class DerivedFromGuard(Protocol):
     def __call__(self, tenant_id: int, memory_ids: Iterable[str], what: str, /) -> None:
         """Refuse a write built on the records `memory_ids` (raise a DomainError); `what` names the item."""
@@ -94,6 +101,8 @@ _valid_time_settled: list[ValidTimeSettled] = []
 _write_scopes: list[WriteScope] = []
 _assertion_checks: list[AssertionCheck] = []
 _assertion_guards: list[AssertionGuard] = []
+# (batch form, the per-write guard it stands in for)
+_assertion_batch_guards: list[tuple[AssertionBatchGuard, AssertionGuard]] = []
 _derived_from_guards: list[DerivedFromGuard] = []
 _hidden_memory_ids: list[HiddenMemoryIds] = []
 
@@ -129,6 +138,14 @@ def add_assertion_guard(hook: AssertionGuard) -> AssertionGuard:
     return _add(_assertion_guards, hook)
 
 
+def add_assertion_batch_guard(hook: AssertionBatchGuard, *, replaces: AssertionGuard) -> AssertionBatchGuard:
+    """Register the set form of the assertion guard `replaces`: `guard_assertions` calls it once for many writes
+    instead of calling `replaces` once per write (which `guard_assertion` still does for one)."""
+    if not any(batch is hook for batch, _ in _assertion_batch_guards):
+        _assertion_batch_guards.append((hook, replaces))
+    return hook
+
+
 def add_derived_from_guard(hook: DerivedFromGuard) -> DerivedFromGuard:
     return _add(_derived_from_guards, hook)
 
@@ -152,6 +169,7 @@ def unregister(hook: Callable[..., Any]) -> None:
     for registry in registries:
         while hook in registry:
             registry.remove(hook)
+    _assertion_batch_guards[:] = [pair for pair in _assertion_batch_guards if hook not in pair]
 
 
 # --- Called by memory -----------------------------------------------------------------------------
@@ -195,6 +213,27 @@ def check_assertion(write: FactWrite) -> None:
 def guard_assertion(write: FactWrite) -> None:
     for hook in _assertion_guards:
         hook(write)
+
+
+def guard_assertions(writes: Sequence[FactWrite]) -> dict[int, DomainError]:
+    """`guard_assertion` for many writes: the refusal of each refused write, by index. Guards run in
+    registration order, each in its set form when it has one; a write keeps the first guard's refusal."""
+    refusals: dict[int, DomainError] = {}
+    batch_forms = {id(single): batch for batch, single in _assertion_batch_guards}
+    for guard in _assertion_guards:
+        batch = batch_forms.get(id(guard))
+        if batch is not None:
+            for i, refusal in batch(writes).items():
+                refusals.setdefault(i, refusal)
+            continue
+        for i, write in enumerate(writes):
+            if i in refusals:
+                continue
+            try:
+                guard(write)
+            except DomainError as exc:
+                refusals[i] = exc
+    return refusals
 
 
 def guard_derived_from(tenant_id: int, memory_ids: Iterable[str], what: str) -> None:

@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, get_args
 
-from django.db.models import Q
+from django.db.models import Max, Q
 from django.utils import timezone
 
 from memory_admin.accounts.models import Principal
 from memory_admin.memory.errors import FactDisputed, NotFound, RecheckRequired
 from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord, RecheckAttempt
-from memory_admin.memory.policies import policy_for
+from memory_admin.memory.policies import policies_for, policy_for
 
 Status = MemoryRecord.Status
 Freshness = Literal["fresh", "recheck_due", "never_verified"]
@@ -203,20 +203,87 @@ def _disputed_view(
     )
 
 
+def record_views(records: list[MemoryRecord], now: datetime | None = None) -> dict[int, FactView]:
+    """`fact_view(purpose="answer")` of many answering records at once (a search's k hits), by record pk:
+    the same rule (`_record_view`), with its lookups (policies, last verified values, latest recheck
+    attempts) made once for all the records instead of once per record."""
+    if not records:
+        return {}
+    now = now or timezone.now()
+    tenant_id = records[0].tenant_id
+    policies = policies_for(tenant_id, {(r.project.key, r.predicate) for r in records})
+    earlier = _last_verified_of([r for r in records if r.last_verified_at is None])
+    stale = [r.pk for r in records if freshness_of(r, now) != "fresh"]
+    latest: dict[int, RecheckAttempt] = {}
+    if stale:
+        newest = RecheckAttempt.objects.filter(record_id__in=stale).values("record_id").annotate(last=Max("id"))
+        latest = {a.record_id: a for a in RecheckAttempt.objects.filter(id__in=newest.values("last"))}
+    views: dict[int, FactView] = {}
+    for record in records:
+        attempt = latest.get(record.pk)
+        view, _ = _record_view(
+            record,
+            None,
+            fresh_required=must_be_fresh_for_action(policies[(record.project.key, record.predicate)]),
+            now=now,
+            last_verified=_LOOKUP if record.last_verified_at is not None else earlier.get(record.pk, (None, None)),
+            latest_failed=attempt if attempt is not None and not attempt.verified else None,
+        )
+        views[record.pk] = view
+    return views
+
+
+def _last_verified_of(records: list[MemoryRecord]) -> dict[int, tuple[datetime | None, Any]]:
+    """`_last_verified` of records never verified themselves, in one query: the latest earlier verified
+    revision of each one's fact."""
+    if not records:
+        return {}
+    facts = Q()
+    for r in records:
+        facts |= Q(project_id=r.project_id, subject_id=r.subject_id, predicate=r.predicate, revision__lt=r.revision)
+    verified = (
+        MemoryRecord.objects.filter(tenant_id=records[0].tenant_id, last_verified_at__isnull=False)
+        .filter(facts)
+        .order_by("-revision")
+        .values_list("project_id", "subject_id", "predicate", "revision", "last_verified_at", "value")
+    )
+    found: dict[int, tuple[datetime | None, Any]] = {}
+    rows = list(verified)
+    for r in records:
+        fact = (r.project_id, r.subject_id, r.predicate)
+        best = next((row for row in rows if row[:3] == fact and row[3] < r.revision), None)
+        if best is not None:
+            found[r.pk] = (best[4], best[5])
+    return found
+
+
+_LOOKUP: Any = object()  # "not looked up yet": `_record_view` makes the query itself
+
+
 def _record_view(
-    record: MemoryRecord, recheck: RecheckAttempt | None, *, fresh_required: bool
+    record: MemoryRecord,
+    recheck: RecheckAttempt | None,
+    *,
+    fresh_required: bool,
+    now: datetime | None = None,
+    last_verified: Any = _LOOKUP,
+    latest_failed: Any = _LOOKUP,
 ) -> tuple[FactView, RecheckAttempt | None]:
     """The view of an answering record, and the attempt that explains it: the recheck just made, else the
     latest failed one when the value is not fresh. Acting is allowed on an accepted value that is verified
-    now, or on any accepted value when the field's policy does not demand freshness."""
-    freshness = freshness_of(record, timezone.now())
-    verified_at, verified_value = _last_verified(record)
+    now, or on any accepted value when the field's policy does not demand freshness. `last_verified` and
+    `latest_failed` may be passed already looked up (`record_views`)."""
+    freshness = freshness_of(record, now or timezone.now())
+    verified_at, verified_value = _last_verified(record) if last_verified is _LOOKUP else last_verified
     attempt = recheck
     if attempt is not None:
         verified_now = attempt.verified
     else:
         verified_now = freshness == "fresh"
-        attempt = _latest_failed_attempt(record) if freshness != "fresh" else None
+        if freshness == "fresh":
+            attempt = None
+        else:
+            attempt = _latest_failed_attempt(record) if latest_failed is _LOOKUP else latest_failed
     caveat = _caveat(record, freshness, verified_at, verified_value, attempt)
     action_allowed = record.status == Status.ACCEPTED and (verified_now or not fresh_required)
     if action_allowed and attempt is not None and attempt.verified:

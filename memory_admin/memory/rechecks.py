@@ -12,7 +12,7 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -468,13 +468,24 @@ def claim_due(now: datetime | None = None, *, limit: int = 500) -> list[int]:
     take the same record in one round (a claim expires after CLAIM_LEASE).
     """
     now = now or timezone.now()
+    due = (
+        MemoryRecord.objects.due_for_recheck(now)
+        .filter(Q(recheck_claimed_at__isnull=True) | Q(recheck_claimed_at__lt=now - CLAIM_LEASE))
+        .order_by("recheck_after")
+        .select_for_update(skip_locked=True)
+    )
     with transaction.atomic():
-        ids = list(
-            MemoryRecord.objects.due_for_recheck(now)
-            .filter(Q(recheck_claimed_at__isnull=True) | Q(recheck_claimed_at__lt=now - CLAIM_LEASE))
-            .order_by("recheck_after")
-            .select_for_update(skip_locked=True)
-            .values_list("id", flat=True)[:limit]
-        )
+        if connection.vendor == "postgresql":
+            # One statement: the ids never travel to Python and back as 100,000 parameters of an IN list.
+            select, params = due.values("id", "recheck_after")[:limit].query.sql_with_params()
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f"WITH claimed AS ({select}) "
+                    "UPDATE memory_memoryrecord AS r SET recheck_claimed_at = %s FROM claimed WHERE r.id = claimed.id "
+                    "RETURNING r.id, claimed.recheck_after",
+                    [*params, now],
+                )
+                return [pk for pk, _ in sorted(cursor.fetchall(), key=lambda row: row[1])]
+        ids = list(due.values_list("id", flat=True)[:limit])
         MemoryRecord.objects.filter(id__in=ids).update(recheck_claimed_at=now)
     return ids

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from memory_admin.accounts.tenancy import for_each_tenant, tenant_context
 from memory_admin.memory import actions, rechecks, task_failures
 from memory_admin.memory.models import MemoryRecord, RecheckAttempt
 
@@ -20,17 +21,28 @@ RECHECK_RETRIES = 3
 @shared_task
 def settle_valid_time_transitions() -> int:
     """Beat task: records whose validity ended become superseded or expired (see actions). A row that
-    cannot be settled is recorded and skipped there; it never stops the sweep for other rows or tenants."""
-    return actions.settle_valid_time_transitions()
+    cannot be settled is recorded and skipped there; it never stops the sweep for other rows or tenants.
+    Tenant by tenant, under row-level security (accounts.tenancy.for_each_tenant)."""
+    return sum(actions.settle_valid_time_transitions() for _ in for_each_tenant("settle_valid_time_transitions"))
 
 
 @shared_task
 def sweep_due_rechecks(limit: int = 500) -> int:
-    """Beat task: claim records past `recheck_after` and enqueue one recheck each, after commit."""
-    with transaction.atomic():
-        ids = rechecks.claim_due(limit=limit)
-        transaction.on_commit(lambda: [recheck_record.delay(record_id) for record_id in ids])
-    return len(ids)
+    """Beat task: claim records past `recheck_after` and enqueue one recheck each, after commit; up to
+    `limit` per tenant, tenant by tenant (each recheck message carries its tenant)."""
+    claimed = 0
+    for tenant_id in for_each_tenant("sweep_due_rechecks"):
+        with transaction.atomic():
+            ids = rechecks.claim_due(limit=limit)
+            transaction.on_commit(lambda ids=ids, tenant_id=tenant_id: _send_rechecks(tenant_id, ids))
+        claimed += len(ids)
+    return claimed
+
+
+def _send_rechecks(tenant_id: int, record_ids: list[int]) -> None:
+    with tenant_context(tenant_id):  # an enclosing transaction may commit after the sweep left the tenant
+        for record_id in record_ids:
+            recheck_record.delay(record_id)
 
 
 @shared_task(bind=True, max_retries=RECHECK_RETRIES)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.core.validators import RegexValidator
 from django.utils import timezone
@@ -99,6 +99,8 @@ AWARE_MESSAGE = "Give a timezone-aware ISO 8601 datetime (with an offset or Z)."
 RANGE_MESSAGE = "Give a datetime from 1000-01-01T00:00:00Z up to (not including) 9000-01-01T00:00:00Z."
 DATE_RANGE_MESSAGE = "Give a date from 1000-01-01 up to (not including) 9000-01-01."
 DURATION_MESSAGE = f"At most {MAX_DURATION.days} days."
+MAX_UTC_OFFSET = timedelta(hours=15, minutes=59)
+OFFSET_MESSAGE = "Give a UTC offset from -15:59 to +15:59 (real time zones lie within -12:00 and +14:00)."
 
 
 def datetime_problems(value: Any) -> list[str]:
@@ -109,6 +111,8 @@ def datetime_problems(value: Any) -> list[str]:
     # to UTC would itself overflow).
     if not EARLIEST <= value < LATEST:
         return [RANGE_MESSAGE]
+    if abs(cast(timedelta, value.utcoffset())) > MAX_UTC_OFFSET:
+        return [OFFSET_MESSAGE]  # Python takes offsets up to ±23:59; PostgreSQL refuses past ±15:59
     return []
 
 

@@ -5,6 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from memory_admin.accounts.models import Principal
+from memory_admin.accounts.tenancy import tenant_context
 from memory_admin.derived.exports import export_project
 from memory_admin.memory.errors import DomainError
 
@@ -22,7 +23,8 @@ class Command(BaseCommand):
         if who is None:
             raise CommandError(f"No principal {principal!r} in tenant {tenant!r}.")
         try:
-            export = export_project(who, project)
+            with tenant_context(who.tenant_id):  # --tenant, under row-level security
+                export = export_project(who, project)
         except DomainError as exc:
             raise CommandError(exc.detail) from None
         self.stdout.write(f"Exported {export.rows} records to {export.path}")

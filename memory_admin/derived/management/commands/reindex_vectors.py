@@ -4,6 +4,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from memory_admin.accounts.models import Tenant
+from memory_admin.accounts.tenancy import for_each_tenant, tenant_context
 from memory_admin.derived.models import Summary
 from memory_admin.derived.tasks import embed_summaries, refresh_record_vectors
 from memory_admin.memory.models import MemoryRecord
@@ -17,15 +19,25 @@ class Command(BaseCommand):
         parser.add_argument("--batch", type=int, default=500)
 
     def handle(self, *args: Any, tenant: str | None, batch: int, **_: Any) -> None:
-        records = MemoryRecord.objects.order_by("id")
-        summaries = Summary.objects.order_by("id")
+        records = summaries = 0
         if tenant:
-            records = records.filter(tenant__slug=tenant)
-            summaries = summaries.filter(tenant__slug=tenant)
+            tenant_id = Tenant.objects.filter(slug=tenant).values_list("pk", flat=True).first()
+            if tenant_id is not None:
+                with tenant_context(tenant_id):
+                    records, summaries = self._reindex(tenant_id, batch)
+        else:
+            # Every tenant in turn, each under its own row-level security scope.
+            for tenant_id in for_each_tenant("reindex_vectors"):
+                counts = self._reindex(tenant_id, batch)
+                records, summaries = records + counts[0], summaries + counts[1]
+        self.stdout.write(f"Indexed {records} records and {summaries} summaries.")
+
+    def _reindex(self, tenant_id: int, batch: int) -> tuple[int, int]:
+        records = MemoryRecord.objects.filter(tenant_id=tenant_id).order_by("id")
         ids = list(records.values_list("memory_id", flat=True))
         for start in range(0, len(ids), batch):
             refresh_record_vectors(ids[start : start + batch])  # run here, not on a worker
-        summary_ids = list(summaries.values_list("id", flat=True))
+        summary_ids = list(Summary.objects.filter(tenant_id=tenant_id).order_by("id").values_list("id", flat=True))
         for start in range(0, len(summary_ids), batch):
             embed_summaries(summary_ids[start : start + batch])
-        self.stdout.write(f"Indexed {len(ids)} records and {len(summary_ids)} summaries.")
+        return len(ids), len(summary_ids)

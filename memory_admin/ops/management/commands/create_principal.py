@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from memory_admin.accounts.models import Role
 from memory_admin.accounts.services import ensure_principal
+from memory_admin.accounts.tenancy import tenant_context
 from memory_admin.memory import tokens
 from memory_admin.memory.errors import DomainError
 
@@ -51,9 +52,10 @@ class Command(BaseCommand):
         now = timezone.now()
         expires_at = now + timedelta(days=expires_in_days) if expires_in_days is not None else None
         try:
-            token, raw = tokens.issue(
-                principal, name=token_name, expires_at=expires_at, actor=None, reason="create_principal", now=now
-            )
+            with tenant_context(principal.tenant_id):  # the audit event is the tenant's row
+                token, raw = tokens.issue(
+                    principal, name=token_name, expires_at=expires_at, actor=None, reason="create_principal", now=now
+                )
         except DomainError as exc:
             raise CommandError(f"{exc.detail} {exc.extra.get('errors', '')}".strip()) from None
         self.stdout.write(f"{principal.kind} {principal.username} roles={','.join(principal.roles)}")

@@ -5,6 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from memory_admin.accounts.models import ApiToken
+from memory_admin.accounts.tenancy import tenant_context
 from memory_admin.memory import tokens
 from memory_admin.memory.errors import DomainError
 
@@ -38,7 +39,8 @@ class Command(BaseCommand):
             raise CommandError("Several tokens match that prefix; give --id (the Tokens page shows ids).")
         token = matches[0]
         try:
-            tokens.revoke(token, actor=None, reason=reason or "revoke_token command")
+            with tenant_context(token.principal.tenant_id):  # --tenant: the audit event is that tenant's row
+                tokens.revoke(token, actor=None, reason=reason or "revoke_token command")
         except DomainError as exc:
             raise CommandError(exc.detail) from None
         self.stdout.write(f"Revoked token {token.pk} {token.prefix}… '{token.name}' of {token.principal.username}.")

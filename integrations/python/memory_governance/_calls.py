@@ -1,0 +1,234 @@
+"""Every API method once, as a `Call` (path, parameters, body, result type). `Client` and `AsyncClient`
+send the same calls; paths, parameter names and bodies follow PRODUCT.md's API contract."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import date, datetime
+from typing import Any, Literal, cast
+from urllib.parse import quote
+
+from memory_governance._core import Call, iso
+from memory_governance.types import (
+    AssertResult,
+    BaseRef,
+    ContextLoad,
+    DeletionPreview,
+    DeletionReport,
+    Dispute,
+    Fact,
+    Invalidation,
+    InvalidationList,
+    RecheckAttempt,
+    Record,
+    RecordHistory,
+    ScheduledAction,
+    SearchResult,
+    Summary,
+)
+
+Purpose = Literal["answer", "action"]
+Include = Literal["usable", "all"]
+
+
+def _seg(value: str) -> str:
+    return quote(str(value), safe="")
+
+
+def _refs(items: Iterable[BaseRef | Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [{"memory_id": i["memory_id"], "revision": int(i["revision"])} for i in items]
+
+
+def assert_fact(
+    project_id: str,
+    subject_id: str,
+    predicate: str,
+    value: Any,
+    *,
+    valid_from: datetime | str,
+    source_ref: str,
+    source_revision: str,
+    valid_to: datetime | str | None = None,
+    expected_revision: int | None = None,
+    derived_from: Iterable[BaseRef] | None = None,
+    event_ids: Iterable[str] | None = None,
+) -> Call[AssertResult]:
+    body: dict[str, Any] = {
+        "project_id": project_id,
+        "subject_id": subject_id,
+        "predicate": predicate,
+        "value": value,
+        "valid_from": iso(valid_from),
+        "source": {"canonical_ref": source_ref, "revision": source_revision},
+    }
+    if valid_to is not None:
+        body["valid_to"] = iso(valid_to)
+    if expected_revision is not None:
+        body["expected_revision"] = expected_revision
+    if derived_from:
+        body["derived_from"] = _refs(derived_from)
+    if event_ids:
+        body["source"]["event_ids"] = list(event_ids)
+    return Call("POST", "records/", body=body)
+
+
+def current(
+    project_id: str,
+    subject_id: str,
+    predicate: str,
+    purpose: Purpose = "answer",
+    valid_at: datetime | str | None = None,
+    known_at: datetime | str | None = None,
+) -> Call[Fact]:
+    params = {
+        "project_id": project_id,
+        "subject_id": subject_id,
+        "predicate": predicate,
+        "purpose": purpose,
+        "valid_at": valid_at,
+        "known_at": known_at,
+    }
+    return Call("GET", "facts/current/", params)
+
+
+def record(memory_id: str) -> Call[Record]:
+    return Call("GET", f"records/{_seg(memory_id)}/")
+
+
+def history(memory_id: str) -> Call[RecordHistory]:
+    return Call("GET", f"records/{_seg(memory_id)}/history/")
+
+
+def records(**filters: Any) -> Call[Any]:
+    """A page of `GET /records/` (filters: project_id, subject_id, predicate, status, valid_at, known_at,
+    page_size)."""
+    return Call("GET", "records/", filters)
+
+
+def search(project_id: str | None, q: str, k: int = 10, include: Include = "usable") -> Call[SearchResult]:
+    return Call("GET", "search/", {"project_id": project_id, "q": q, "k": k, "include": include})
+
+
+def disputes(status: Literal["open", "resolved", "all"] = "open") -> Call[Any]:
+    return Call("GET", "disputes/", {"status": status})
+
+
+def resolve_dispute(
+    dispute_id: str, *, winner: str | None = None, exclude_all: bool = False, reason: str = ""
+) -> Call[Dispute]:
+    body: dict[str, Any] = {"exclude_all": exclude_all, "reason": reason}
+    if winner is not None:
+        body["winner"] = winner
+    return Call("POST", f"disputes/{_seg(dispute_id)}/resolve/", body=body)
+
+
+def exclude(memory_id: str, reason: str) -> Call[Record]:
+    return Call("POST", f"records/{_seg(memory_id)}/exclude/", body={"reason": reason})
+
+
+def expire(memory_id: str, reason: str, valid_to: datetime | str | None = None) -> Call[Record]:
+    body: dict[str, Any] = {"reason": reason}
+    if valid_to is not None:
+        body["valid_to"] = iso(valid_to)
+    return Call("POST", f"records/{_seg(memory_id)}/expire/", body=body)
+
+
+def report_recheck(
+    memory_id: str,
+    outcome: str,
+    *,
+    observed_value: Any = None,
+    source_revision: str = "",
+    source_ref: str = "",
+    error: str = "",
+) -> Call[RecheckAttempt]:
+    body = {
+        "outcome": outcome,
+        "observed_value": observed_value,
+        "source_revision": source_revision,
+        "source_ref": source_ref,
+        "error": error,
+    }
+    return Call("POST", f"records/{_seg(memory_id)}/rechecks/", body=body)
+
+
+def load_context(
+    session_id: str,
+    memories: Iterable[BaseRef | Mapping[str, Any]],
+    expires_at: datetime | str,
+    *,
+    project_id: str | None = None,
+    agent_id: str | None = None,
+) -> Call[ContextLoad]:
+    body: dict[str, Any] = {"session_id": session_id, "memories": _refs(memories), "expires_at": iso(expires_at)}
+    if project_id is not None:
+        body["project_id"] = project_id
+    if agent_id is not None:
+        body["agent_id"] = agent_id
+    return Call("POST", "context-loads/", body=body)
+
+
+def notices(agent_id: str, status: Literal["open", "all"] = "open") -> Call[list[Invalidation]]:
+    return Call(
+        "GET",
+        f"agents/{_seg(agent_id)}/invalidations/",
+        {"status": status},
+        parse=lambda data: cast(InvalidationList, data)["results"],
+    )
+
+
+def ack(agent_id: str, notice_id: str) -> Call[Invalidation]:
+    return Call("POST", f"agents/{_seg(agent_id)}/invalidations/{_seg(notice_id)}/ack/", body={})
+
+
+def create_summary(
+    project_id: str, text: str, derived_from: Iterable[BaseRef | Mapping[str, Any]], kind: str = "text"
+) -> Call[Summary]:
+    body = {"project_id": project_id, "text": text, "derived_from": _refs(derived_from), "kind": kind}
+    return Call("POST", "summaries/", body=body)
+
+
+def summary(summary_id: str) -> Call[Summary]:
+    return Call("GET", f"summaries/{_seg(summary_id)}/")
+
+
+def create_scheduled_action(
+    project_id: str,
+    kind: str,
+    payload: Any,
+    due_at: datetime | str,
+    derived_from: Iterable[BaseRef | Mapping[str, Any]],
+) -> Call[ScheduledAction]:
+    body = {
+        "project_id": project_id,
+        "kind": kind,
+        "payload": payload,
+        "due_at": iso(due_at),
+        "derived_from": _refs(derived_from),
+    }
+    return Call("POST", "scheduled-actions/", body=body)
+
+
+def scheduled_action(action_id: str) -> Call[ScheduledAction]:
+    return Call("GET", f"scheduled-actions/{_seg(action_id)}/")
+
+
+def request_deletion(
+    project_id: str,
+    scope: Mapping[str, Any],
+    reason: str,
+    *,
+    dry_run: bool = False,
+    due_by: date | str | None = None,
+    preview_id: str | None = None,
+) -> Call[DeletionReport | DeletionPreview]:
+    body: dict[str, Any] = {"project_id": project_id, "scope": dict(scope), "reason": reason, "dry_run": dry_run}
+    if due_by is not None:
+        body["due_by"] = due_by if isinstance(due_by, str) else due_by.isoformat()
+    if preview_id is not None:
+        body["preview_id"] = preview_id
+    return Call("POST", "deletion-requests/", body=body)
+
+
+def deletion(request_id: str) -> Call[DeletionReport]:
+    return Call("GET", f"deletion-requests/{_seg(request_id)}/")

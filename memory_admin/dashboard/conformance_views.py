@@ -1,0 +1,106 @@
+"""The conformance page (admins and compliance): run the suite as a Celery task, follow its progress, and
+read the latest scores side by side with the baseline; past runs are kept."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from memory_admin.accounts.models import Principal, Role
+from memory_admin.conformance.models import ConformanceRun
+from memory_admin.conformance.runner import DEFAULT_VARIANTS, grouped
+from memory_admin.conformance.targets import target_names
+from memory_admin.conformance.tasks import run_conformance
+from memory_admin.dashboard.helpers import member_required, partial, principal_of
+from memory_admin.memory.errors import Forbidden
+from memory_admin.queueing import enqueue_after_commit
+
+MAX_VARIANTS = 10
+PAST_RUNS = 20
+
+
+def _require_access(principal: Principal) -> None:
+    if not {Role.ADMIN, Role.COMPLIANCE} & set(principal.roles):
+        raise Forbidden("Only admins and compliance staff run the conformance suite.")
+
+
+def _scoreboard(run: ConformanceRun | None) -> dict[str, Any] | None:
+    """The finished run's counts as rows (one per count) and columns (one per target), failing names folded
+    over variants ("case/probe", how many variants)."""
+    if run is None or not run.result:
+        return None
+    result = run.result
+    targets = result["targets"]
+    rows = []
+    for count in result["counts"]:
+        cells = []
+        for t in targets:
+            slot = t["counts"][count["key"]]
+            cells.append(
+                {
+                    "n": slot["n"],
+                    "d": slot["d"],
+                    "ok": not slot["failing"],
+                    "failing": grouped(slot["failing"]),
+                }
+            )
+        rows.append({"label": count["label"], "better": count["better"], "gate": count["gate"], "cells": cells})
+    bases = sorted({c["base"] for c in result["cases"]})
+    return {"targets": targets, "rows": rows, "cases": len(result["cases"]), "bases": bases}
+
+
+@member_required
+def conformance(request: HttpRequest) -> HttpResponse:
+    principal = principal_of(request)
+    _require_access(principal)
+    runs = ConformanceRun.objects.for_tenant(principal.tenant_id).select_related("started_by")
+    chosen = request.GET.get("run", "")
+    if chosen:
+        if not chosen.isdigit():
+            raise Http404("No such run")
+        shown = runs.filter(pk=int(chosen)).first()
+        if shown is None:
+            raise Http404("No such run")
+    else:
+        shown = runs.exclude(result=None).order_by("-id").first()
+    latest = runs.order_by("-id").first()
+    context = {
+        "latest": latest,
+        "in_progress": latest is not None and not latest.finished,
+        "shown": shown,
+        "board": _scoreboard(shown),
+        "past": list(runs.order_by("-id")[:PAST_RUNS]),
+        "variants": DEFAULT_VARIANTS,
+        "max_variants": MAX_VARIANTS,
+        "targets": target_names(),
+    }
+    response = render(request, partial(request, "dashboard/conformance.html", "progress"), context)
+    if request.headers.get("HX-Request") and not context["in_progress"]:
+        response["HX-Refresh"] = "true"  # the run being followed has finished: reload once to show its results
+    return response
+
+
+@member_required
+@require_POST
+def conformance_start(request: HttpRequest) -> HttpResponse:
+    principal = principal_of(request)
+    _require_access(principal)
+    raw = request.POST.get("variants", str(DEFAULT_VARIANTS)).strip()
+    if not raw.isdigit() or not 0 <= int(raw) <= MAX_VARIANTS:
+        messages.error(request, f"Variants must be a whole number from 0 to {MAX_VARIANTS}.")
+        return HttpResponseRedirect(reverse("dashboard:conformance"))
+    runs = ConformanceRun.objects.for_tenant(principal.tenant_id)
+    if runs.filter(status__in=[ConformanceRun.Status.QUEUED, ConformanceRun.Status.RUNNING]).exists():
+        messages.error(request, "A run is already under way; wait for it to finish.")
+        return HttpResponseRedirect(reverse("dashboard:conformance"))
+    run = ConformanceRun.objects.create(
+        tenant_id=principal.tenant_id, started_by=principal, targets=target_names(), variants=int(raw)
+    )
+    enqueue_after_commit(run_conformance, run.pk, principal.tenant_id)
+    messages.success(request, "The conformance suite is running; this page follows it.")
+    return HttpResponseRedirect(reverse("dashboard:conformance"))

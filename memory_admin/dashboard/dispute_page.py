@@ -1,0 +1,95 @@
+"""The disputes page: the candidates side by side with what differs between them marked, and a failed
+resolution shown again with the chosen side kept and the problem beside the control it concerns.
+
+`dispute_list` and `resolve` (views.py) both render through `disputes_page`, so a refused resolution is
+the same page, not a redirect that forgets the choice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from memory_admin.accounts.models import Principal
+from memory_admin.dashboard import wording
+from memory_admin.memory.models import Dispute, MemoryRecord
+
+
+@dataclass(frozen=True)
+class Row:
+    """One labelled line of a candidate; `differs` when the candidates do not all agree on it."""
+
+    label: str
+    value: Any
+    differs: bool
+
+
+@dataclass
+class Candidate:
+    record: MemoryRecord
+    value_rows: list[Row] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A resolution that was refused: the side chosen, the reason typed, and what was wrong with which."""
+
+    dispute_id: str
+    winner: str
+    reason: str
+    error: str
+    field: str  # "winner" or "reason": where the message is shown
+
+
+def compare(candidates: list[MemoryRecord]) -> list[Candidate]:
+    """Each candidate's value (field by field when every value is an object) and provenance, each line
+    marked where the candidates differ."""
+    values = [c.value for c in candidates]
+    views = [Candidate(record=c) for c in candidates]
+    # Objects are compared field by field, unless they read as one thing (an amount with its currency).
+    if values and all(isinstance(v, dict) and wording.show(v).kind == "pairs" for v in values):
+        keys: list[str] = []
+        for v in values:
+            keys.extend(k for k in v if k not in keys)
+        for key in keys:
+            seen = [v.get(key) for v in values]
+            for view, one in zip(views, seen, strict=True):
+                view.value_rows.append(Row(wording.label(key), one, differs=_differ(seen)))
+    else:
+        for view, one in zip(views, values, strict=True):
+            view.value_rows.append(Row("Value", one, differs=_differ(values)))
+    provenance: list[tuple[str, list[Any]]] = [
+        ("Source", [c.source_canonical_ref for c in candidates]),
+        ("Revision", [c.source_revision for c in candidates]),
+        ("Issued by", [c.issuer.name for c in candidates]),
+        ("Valid from", [c.valid_from for c in candidates]),
+        ("Recorded", [c.recorded_from for c in candidates]),
+    ]
+    for label, seen in provenance:
+        for view, one in zip(views, seen, strict=True):
+            view.rows.append(Row(label, one, differs=_differ(seen)))
+    return views
+
+
+def _differ(values: list[Any]) -> bool:
+    return len(values) > 1 and any(v != values[0] for v in values[1:])
+
+
+def disputes_page(
+    request: HttpRequest, principal: Principal, show: str, failure: Failure | None = None, status: int = 200
+) -> HttpResponse:
+    disputes = (
+        Dispute.objects.filter(tenant_id=principal.tenant_id)
+        .select_related("project", "resolved_by", "winner")
+        .prefetch_related("candidates__issuer")
+        .order_by("opened_at" if show == "open" else "-opened_at")
+    )
+    if show in Dispute.Status.values:
+        disputes = disputes.filter(status=show)
+    rows = [(d, compare(list(d.candidates.all()))) for d in disputes[:100]]
+    context = {"rows": rows, "show": show, "can_curate": principal.can_curate, "failure": failure}
+    return render(request, "dashboard/disputes.html", context, status=status)

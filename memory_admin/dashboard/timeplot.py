@@ -1,0 +1,191 @@
+"""The geometry of a fact's plot through time: valid time across, record time down.
+
+Each version is a box over the valid period it claimed (left to right) and the period the system
+believed it (top to bottom, `recorded_from` → `recorded_to`, open boxes run to "now"). The current answer
+sits where "now" on both axes falls; the as-of answer where the asked instants fall. Late imports (kept as
+history, never current) and future-effective values (scheduled) get their own kind so the drawing tells
+them apart. Pure arithmetic: the fact template draws the SVG from what `plot` returns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
+from typing import Any
+
+from memory_admin.dashboard import wording
+
+WIDTH, HEIGHT = 720, 300
+LEFT, TOP, RIGHT, BOTTOM = 52, 28, 16, 40  # margins: the valid-time axis is labelled below, record time on top
+
+
+@dataclass
+class Box:
+    memory_id: str
+    kind: str  # current | asof | history | late | scheduled | excluded | disputed | expired | superseded
+    x: float
+    y: float
+    w: float
+    h: float
+    label: str
+    title: str
+    open_right: bool
+    open_bottom: bool
+
+
+@dataclass
+class Tick:
+    at: float
+    label: str
+
+
+@dataclass
+class Marker:
+    kind: str  # now | asof
+    x: float
+    y: float
+    label: str
+
+
+@dataclass
+class Plot:
+    width: int = WIDTH
+    height: int = HEIGHT
+    boxes: list[Box] = field(default_factory=list)
+    x_ticks: list[Tick] = field(default_factory=list)
+    y_ticks: list[Tick] = field(default_factory=list)
+    markers: list[Marker] = field(default_factory=list)
+    now_x: float = 0.0
+    now_y: float = 0.0
+    plot_left: int = LEFT
+    plot_top: int = TOP
+    plot_right: int = WIDTH - RIGHT
+    plot_bottom: int = HEIGHT - BOTTOM
+    summary: str = ""
+
+    @property
+    def area_w(self) -> int:
+        return self.plot_right - self.plot_left
+
+    @property
+    def area_h(self) -> int:
+        return self.plot_bottom - self.plot_top
+
+
+def _short(moment: datetime, zone: tzinfo | None) -> str:
+    local = moment.astimezone(zone) if zone else moment
+    return f"{local.day} {local:%b}"
+
+
+def _scale(moments: list[datetime], low: float, high: float) -> Any:
+    """An event scale: the distinct moments evenly spaced from `low` to `high` (a half step of margin at
+    each end), linear between neighbours. A fact's versions cluster around a few instants weeks apart;
+    a linear scale would crush them into a corner, this one gives each instant its own place."""
+    points = sorted(set(moments))
+    step = (high - low) / max(len(points), 1)
+    places = [low + step * (i + 0.5) for i in range(len(points))]
+
+    def at(moment: datetime) -> float:
+        if moment <= points[0]:
+            return round(places[0], 1)
+        for i in range(len(points) - 1):
+            a, b = points[i], points[i + 1]
+            if a <= moment <= b:
+                share = (moment - a).total_seconds() / max((b - a).total_seconds(), 1.0)
+                return round(places[i] + (places[i + 1] - places[i]) * share, 1)
+        return round(places[-1], 1)
+
+    at.points = points  # type: ignore[attr-defined]
+    return at
+
+
+def _ticks(at: Any, zone: tzinfo | None, room: float) -> list[Tick]:
+    """A label at each instant of the scale, skipping those that would overlap the previous one."""
+    ticks: list[Tick] = []
+    for moment in at.points:
+        place = at(moment)
+        if ticks and place - ticks[-1].at < room:
+            continue
+        ticks.append(Tick(place, _short(moment, zone)))
+    return ticks
+
+
+def _kind(record: Any, current_id: str | None, asof_id: str | None, now: datetime) -> str:
+    if record.memory_id == current_id:
+        return "current"
+    if record.memory_id == asof_id:
+        return "asof"
+    if record.status == "accepted" and record.valid_from > now:
+        return "scheduled"
+    if record.status in ("superseded", "accepted") and not record.entered_current:
+        return "late"
+    return str(record.status)
+
+
+def plot(
+    records: list[Any],
+    *,
+    now: datetime,
+    current: Any = None,
+    as_of: Any = None,
+    valid_at: datetime | None = None,
+    known_at: datetime | None = None,
+    zone: tzinfo | None = None,
+) -> Plot:
+    """Boxes, axis ticks and markers for `records` (one fact's versions) on a WIDTH by HEIGHT canvas."""
+    result = Plot()
+    if not records:
+        return result
+    moments = [now]
+    for r in records:
+        moments += [r.valid_from, r.recorded_from]
+        moments += [m for m in (r.valid_to, r.recorded_to) if m is not None]
+    moments += [m for m in (valid_at, known_at) if m is not None]
+    first, last = min(moments), max(moments)
+    valid_moments = [now] + [r.valid_from for r in records] + [r.valid_to for r in records if r.valid_to]
+    known_moments = [now] + [r.recorded_from for r in records] + [r.recorded_to for r in records if r.recorded_to]
+    x = _scale(valid_moments + ([valid_at] if valid_at else []), result.plot_left, result.plot_right - 60)
+    y = _scale(known_moments + ([known_at] if known_at else []), result.plot_top, result.plot_bottom)
+    result.x_ticks = _ticks(x, zone, 44)
+    result.y_ticks = _ticks(y, zone, 14)
+    result.now_x, result.now_y = x(now), y(now)
+    current_id = current.memory_id if current is not None else None
+    asof_id = as_of.memory_id if as_of is not None else None
+    for r in sorted(records, key=lambda r: (r.recorded_from, r.valid_from)):
+        kind = _kind(r, current_id, asof_id, now)
+        x0, y0 = x(r.valid_from), y(r.recorded_from)
+        x1 = x(r.valid_to) if r.valid_to is not None else result.plot_right
+        y1 = y(r.recorded_to) if r.recorded_to is not None else y(now)
+        value = wording.plain(r.value, zone, 28)
+        valid = f"valid {wording.people_datetime(r.valid_from, zone)} → " + (
+            wording.people_datetime(r.valid_to, zone) if r.valid_to else "open"
+        )
+        believed = f"believed {wording.people_datetime(r.recorded_from, zone)} → " + (
+            wording.people_datetime(r.recorded_to, zone) if r.recorded_to else "now"
+        )
+        result.boxes.append(
+            Box(
+                memory_id=r.memory_id,
+                kind=kind,
+                x=x0,
+                y=y0,
+                w=max(x1 - x0, 3.0),
+                h=max(y1 - y0, 6.0),
+                label=f"r{r.revision} {value}",
+                title=f"Revision {r.revision} ({kind}): {wording.plain(r.value, zone)}; {valid}; {believed}",
+                open_right=r.valid_to is None,
+                open_bottom=r.recorded_to is None,
+            )
+        )
+    # Larger boxes first, so a version drawn inside another (a late import under today's answer) stays on
+    # top, visible and clickable.
+    result.boxes.sort(key=lambda b: -(b.w * b.h))
+    if current is not None:
+        result.markers.append(Marker("now", x(now), y(now), "now"))
+    if as_of is not None or valid_at is not None or known_at is not None:
+        result.markers.append(Marker("asof", x(valid_at or now), y(known_at or now), "as of"))
+    result.summary = (
+        f"{len(records)} version{'s' if len(records) != 1 else ''} from "
+        f"{wording.people_datetime(first, zone)} to {wording.people_datetime(last, zone)}"
+    )
+    return result

@@ -1,0 +1,465 @@
+"""Many assertions at once (bulk onboarding): the same rules as one `actions.assert_fact`, set-based.
+
+Every door that writes many facts (`POST /api/v1/records/batch/`, `manage.py import`) calls `assert_facts`.
+Each item goes through the decision order of assert_fact — validation, the issuer check, the assertion
+checks and guards (tombstones: 410), `actions.decide` (history, idempotent repeat, dispute, compare-and-swap)
+and the same apply functions — and gets its own result, in order. What changes is how often the database
+is asked: one query for the fields' policies, per round one statement locking every fact key, the guards in
+their set form (`hooks.guard_assertions`: the tombstone checks, one query per kind), one read of the facts'
+heads and accepted rows, one of their revisions, and the writes collected (`actions.DeferredWrites`) into a
+few bulk statements: updates, inserts, audit events, one propagation of the beliefs that ended and one
+`records_changed` notification.
+
+1. Items that fail validation, the issuer check or the assertion checks get their error and write nothing.
+2. The rest run in one transaction, in rounds: a round holds at most one item per fact key, so an item sees
+   what an earlier item of the same fact wrote (a batch may create a fact and then supersede it).
+3. An item refused inside the transaction (a tombstone, a stale `expected_revision`, an open dispute) writes
+   nothing and does not stop the others — unless `atomic`: then any failure rolls everything back, and the
+   answer names the failing items (the others are reported `not_applied`).
+4. If a database constraint catches a race the locks did not (a writer without them), the batch is rolled
+   back and, unless atomic, its items are applied one by one through `assert_fact` instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from functools import reduce
+from operator import or_
+from typing import Any, cast
+
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Field, Max, Q
+from django.utils import timezone
+
+from memory_admin.accounts.models import Principal, Tenant
+from memory_admin.memory import audit, hooks
+from memory_admin.memory.actions import (
+    _APPLY,
+    Assertion,
+    AssertResult,
+    Outcome,
+    Step,
+    _Write,
+    assert_fact,
+    decide,
+    fact_lock_key,
+    project_for,
+    validate_assertion,
+)
+from memory_admin.memory.errors import DomainError, RevisionConflict
+from memory_admin.memory.models import FieldPolicy, MemoryRecord, Project
+from memory_admin.memory.policies import authorize_issuer, policies_for
+
+Status = MemoryRecord.Status
+
+# The most assertions one call takes (the API's limit; the import command sends batches of at most this).
+MAX_BATCH_ITEMS = 1000
+
+# The reason the dependants of beliefs a batch ended are given (each record's `superseded_by` names its successor).
+BATCH_SUPERSEDED_REASON = "Superseded by a newer value asserted in a batch."
+
+# The HTTP status of each outcome of an assertion (POST /records/ and each item of a batch answer with it).
+OUTCOME_STATUS = {Outcome.CREATED: 201, Outcome.HISTORY: 200, Outcome.UNCHANGED: 200, Outcome.DISPUTED: 202}
+
+
+class BatchTooLarge(DomainError):
+    code = "batch_too_large"
+    status = 413
+
+
+class NotApplied(DomainError):
+    """An item of an atomic batch that did not fail itself, but was rolled back with the batch."""
+
+    code = "not_applied"
+    status = 424
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    """One item's result: an outcome and its record (and dispute), or the error that refused it."""
+
+    index: int
+    result: AssertResult | None = None
+    error: DomainError | None = None
+
+    @property
+    def status(self) -> int:
+        """The HTTP status a single `POST /records/` would have answered."""
+        if self.result is not None:
+            return OUTCOME_STATUS[self.result.outcome]
+        assert self.error is not None
+        return self.error.status
+
+    @property
+    def outcome(self) -> str:
+        """`created`, `history`, `unchanged`, `disputed`, or the error's code."""
+        if self.result is not None:
+            return self.result.outcome.value
+        assert self.error is not None
+        return self.error.code
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    items: list[ItemResult]
+    atomic: bool
+    # False when an atomic batch was rolled back: nothing of it was written.
+    applied: bool
+
+    @property
+    def failed(self) -> list[int]:
+        """Indexes of the items refused on their own (not those an atomic rollback took with them)."""
+        return [r.index for r in self.items if r.error is not None and not isinstance(r.error, NotApplied)]
+
+    def counts(self) -> dict[str, int]:
+        """How many items ended each way (outcome or error code)."""
+        counts: dict[str, int] = {}
+        for r in self.items:
+            counts[r.outcome] = counts.get(r.outcome, 0) + 1
+        return counts
+
+
+def assert_facts(
+    principal: Principal,
+    items: Sequence[Assertion | DomainError],
+    *,
+    atomic: bool = False,
+    now: datetime | None = None,
+) -> BatchResult:
+    """Assert each of `items` for the principal's tenant, as `assert_fact` would one by one (see the module's
+    docstring for the steps). An item given as a DomainError (the door could not parse it) is reported as such.
+    """
+    if len(items) > MAX_BATCH_ITEMS:
+        raise BatchTooLarge(f"At most {MAX_BATCH_ITEMS} assertions per batch; this one has {len(items)}.")
+    tenant: Tenant = principal.require_tenant
+    now = now or timezone.now()
+    errors: dict[int, DomainError] = {}
+    pending = _checked(principal, tenant, items, errors)
+    if atomic and errors:
+        return _not_applied(items, errors)
+    results: dict[int, AssertResult] = {}
+    refused: list[DomainError] = []  # refusals made inside the transaction (the write scopes see them)
+    try:
+        with hooks.write_scope("assert_facts", principal.name):
+            with transaction.atomic():
+                _apply_rounds(principal, tenant, pending, now, results, errors, refused)
+                if atomic and errors:
+                    raise _RolledBack
+    except _RolledBack:
+        _report_refusals(principal, refused)
+        return _not_applied(items, errors)
+    except IntegrityError:
+        # A constraint caught a race the locks did not: nothing of the batch was written.
+        if atomic:
+            conflict = RevisionConflict("A fact of this batch changed while it was applied; nothing was written.")
+            return _not_applied(items, {i: conflict for i in range(len(items))})
+        return _one_by_one(principal, items, now)
+    _report_refusals(principal, refused)
+    out = [ItemResult(i, result=results.get(i), error=None if i in results else errors[i]) for i in range(len(items))]
+    return BatchResult(out, atomic=atomic, applied=True)
+
+
+class _RolledBack(Exception):
+    pass
+
+
+@dataclass
+class _Pending:
+    """An item that passed the checks made before the transaction."""
+
+    index: int
+    assertion: Assertion
+    write: hooks.FactWrite
+    policy: FieldPolicy | None
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        a = self.assertion
+        return (a.project_id, a.subject_id, a.predicate)
+
+
+def _checked(
+    principal: Principal, tenant: Tenant, items: Sequence[Assertion | DomainError], errors: dict[int, DomainError]
+) -> list[_Pending]:
+    """Step 1: validation, the issuer check (one query for every field's policy) and the assertion checks."""
+    valid: dict[int, Assertion] = {}
+    for i, item in enumerate(items):
+        if isinstance(item, DomainError):
+            errors[i] = item
+            continue
+        try:
+            validate_assertion(item)
+        except DomainError as exc:
+            errors[i] = exc
+            continue
+        valid[i] = item
+    policies = policies_for(tenant, {(a.project_id, a.predicate) for a in valid.values()})
+    pending = []
+    for i, a in valid.items():
+        policy = policies[(a.project_id, a.predicate)]
+        write = hooks.FactWrite(
+            tenant_id=tenant.pk,
+            project_id=a.project_id,
+            subject_id=a.subject_id,
+            predicate=a.predicate,
+            value=a.value,
+            source_canonical_ref=a.source_canonical_ref,
+            source_revision=a.source_revision,
+            event_ids=a.event_ids or (),
+            derived_from=a.derived_from or (),
+        )
+        try:
+            authorize_issuer(principal, policy)
+            hooks.check_assertion(write)
+        except DomainError as exc:
+            errors[i] = exc
+            continue
+        pending.append(_Pending(i, a, write, policy))
+    return pending
+
+
+def _rounds(pending: list[_Pending]) -> Iterator[list[_Pending]]:
+    """The items in rounds with at most one item per fact key, each key's items in their order."""
+    seen: dict[tuple[str, str, str], int] = {}
+    rounds: list[list[_Pending]] = []
+    for item in pending:
+        n = seen.get(item.key, 0)
+        seen[item.key] = n + 1
+        if n == len(rounds):
+            rounds.append([])
+        rounds[n].append(item)
+    yield from rounds
+
+
+def _apply_rounds(
+    principal: Principal,
+    tenant: Tenant,
+    pending: list[_Pending],
+    now: datetime,
+    results: dict[int, AssertResult],
+    errors: dict[int, DomainError],
+    refused: list[DomainError],
+) -> None:
+    projects = {key: project_for(tenant, key) for key in sorted({p.assertion.project_id for p in pending})}
+    for round_items in _rounds(pending):
+        _lock_facts(tenant.pk, [p.key for p in round_items])
+        refusals = hooks.guard_assertions([item.write for item in round_items])
+        guarded = []
+        for n, item in enumerate(round_items):
+            if n in refusals:
+                errors[item.index] = refusals[n]
+                refused.append(refusals[n])
+                continue
+            guarded.append(item)
+        facts = _read_facts(tenant.pk, projects, [p.key for p in guarded])
+        deferred = _Deferred(tenant.pk, now)
+        deferred.reserve(len(guarded))
+        for item in guarded:
+            locked, next_revision = facts.get(item.key, ([], 1))
+            w = _Write(
+                principal=principal,
+                assertion=item.assertion,
+                project=projects[item.assertion.project_id],
+                policy=item.policy,
+                now=now,
+                verified_at=None,
+                memory_id="",
+                locked=locked,
+                head=next((r for r in locked if r.is_head), None),
+                next_revision=next_revision,
+                deferred=deferred,
+            )
+            try:
+                decision = decide(w)
+            except DomainError as exc:
+                errors[item.index] = exc
+                refused.append(exc)
+                continue
+            if decision.step == Step.DISPUTE:
+                w = replace(w, deferred=None)  # rare: written at once (a dispute row links the new record)
+            results[item.index] = _APPLY[decision.step](w, decision)
+        deferred.flush()
+
+
+def _lock_facts(tenant_id: int, keys: list[tuple[str, str, str]]) -> None:
+    """`actions.lock_fact` for many fact keys in one statement, in key order (two batches never deadlock)."""
+    if connection.vendor != "postgresql" or not keys:
+        return
+    lock_keys = sorted({fact_lock_key(tenant_id, *key) for key in keys})
+    with connection.cursor() as cursor:
+        # unnest yields the array in order, and each row takes its lock before the next is read.
+        cursor.execute("SELECT count(pg_advisory_xact_lock(k)) FROM unnest(%s::bigint[]) AS k", [lock_keys])
+
+
+def _read_facts(
+    tenant_id: int, projects: dict[str, Project], keys: list[tuple[str, str, str]]
+) -> dict[tuple[str, str, str], tuple[list[MemoryRecord], int]]:
+    """`actions._read_fact` for many fact keys: each key's head and accepted rows (locked) and its next
+    revision (over every version, tombstoned ones awaiting purge included), in two queries."""
+    if not keys:
+        return {}
+    by_field: dict[tuple[str, str], set[str]] = {}
+    for project_key, subject_id, predicate in keys:
+        by_field.setdefault((project_key, predicate), set()).add(subject_id)
+    where = reduce(
+        or_,
+        (
+            Q(project_id=projects[project_key].pk, predicate=predicate, subject_id__in=sorted(subjects))
+            for (project_key, predicate), subjects in by_field.items()
+        ),
+    )
+    key_of = {p.pk: k for k, p in projects.items()}
+    maxima = {
+        (key_of[row["project_id"]], row["subject_id"], row["predicate"]): row["m"]
+        for row in MemoryRecord.all_objects.filter(where, tenant_id=tenant_id)
+        .values("project_id", "subject_id", "predicate")
+        .annotate(m=Max("revision"))
+        .order_by()
+    }
+    locked: dict[tuple[str, str, str], list[MemoryRecord]] = {}
+    rows = (
+        MemoryRecord.objects.select_for_update()
+        .filter(where, tenant_id=tenant_id)
+        .filter(Q(is_head=True) | Q(status=Status.ACCEPTED))
+        .order_by("pk")
+    )
+    for record in rows:
+        record.project = projects[key_of[record.project_id]]
+        locked.setdefault((record.project.key, record.subject_id, record.predicate), []).append(record)
+    return {key: (locked.get(key, []), (maxima.get(key) or 0) + 1) for key in keys}
+
+
+@dataclass
+class _Deferred:
+    """The writes of one round, collected by the apply functions (actions.DeferredWrites) and made in bulk.
+
+    Order matters as in assert_fact: the old heads lose their flag before the new heads are inserted (one head
+    per fact key), and rows that point to a new record (`superseded_by`) are updated after it exists. On
+    PostgreSQL the new records' ids are reserved from the table's sequence first (`reserve`), so every change
+    of an old row is one UPDATE before the inserts (the `superseded_by` key is checked at commit).
+    """
+
+    tenant_id: int
+    now: datetime
+    reserved: list[int] = field(default_factory=list)
+    ids_reserved: bool = False
+    inserts: list[MemoryRecord] = field(default_factory=list)
+    unheaded: list[MemoryRecord] = field(default_factory=list)
+    updates: dict[int, tuple[MemoryRecord, set[str]]] = field(default_factory=dict)
+    events: list[audit.Event] = field(default_factory=list)
+    ended: list[MemoryRecord] = field(default_factory=list)
+
+    def reserve(self, count: int) -> None:
+        """Reserve ids for up to `count` new records (PostgreSQL: one query; elsewhere nothing)."""
+        if connection.vendor != "postgresql" or count == 0:
+            return
+        table = MemoryRecord._meta.db_table
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)", [table, count]
+            )
+            self.reserved = [row[0] for row in cursor.fetchall()]
+        self.reserved.reverse()
+        self.ids_reserved = True
+
+    def insert(self, record: MemoryRecord) -> None:
+        if self.reserved:
+            record.pk = self.reserved.pop()
+        self.inserts.append(record)
+
+    def update(self, record: MemoryRecord, fields: list[str]) -> None:
+        if fields == ["is_head"] and not record.is_head and not self.ids_reserved:
+            self.unheaded.append(record)
+            return
+        _, known = self.updates.setdefault(id(record), (record, set()))
+        known.update(fields)
+
+    def audit(self, events: list[audit.Event]) -> None:
+        self.events.extend(events)
+
+    def belief_ended(self, records: list[MemoryRecord]) -> None:
+        self.ended.extend(records)
+
+    def flush(self) -> None:
+        by_fields: dict[tuple[str, ...], list[MemoryRecord]] = {}
+        for record, changed in self.updates.values():
+            by_fields.setdefault(tuple(sorted(changed)), []).append(record)
+        ids_known = all(record.pk is not None for record in self.inserts)
+        if self.unheaded:
+            _update_rows(self.unheaded, ["is_head"])
+        if ids_known:  # every update names existing ids: all of them before the inserts
+            for names, records in by_fields.items():
+                _update_rows(records, list(names))
+        if self.inserts:
+            MemoryRecord.objects.bulk_create(self.inserts)
+        if not ids_known:
+            for names, records in by_fields.items():
+                _update_rows(records, list(names))
+        hooks.belief_ended(self.ended, reason=BATCH_SUPERSEDED_REASON, now=self.now)
+        if self.inserts:
+            hooks.records_changed(self.inserts)
+        if self.events:
+            audit.record_events(self.events, tenant=self.tenant_id, at=self.now)
+
+
+def _update_rows(records: list[MemoryRecord], names: list[str]) -> None:
+    """Write the fields `names` of `records` (each its own values) in one statement.
+
+    On PostgreSQL an `UPDATE ... FROM (VALUES ...)`: Django's bulk_update builds a CASE WHEN per row and field,
+    which costs more in Python than the database spends on the rows. Elsewhere bulk_update.
+    """
+    for record in records:
+        # A successor assigned before it was inserted: its id is known now.
+        if MemoryRecord.superseded_by.is_cached(record) and record.superseded_by is not None:
+            record.superseded_by_id = record.superseded_by.pk
+    if connection.vendor != "postgresql":
+        MemoryRecord.objects.bulk_update(records, names)
+        return
+    fields = [cast(Field, MemoryRecord._meta.get_field(name)) for name in names]
+    quote = connection.ops.quote_name
+    columns = [quote(cast(str, f.column)) for f in fields]
+    row = "(%s::bigint, " + ", ".join(f"%s::{cast(str, f.db_type(connection))}" for f in fields) + ")"
+    params: list[Any] = []
+    for record in records:
+        params.append(record.pk)
+        params += [f.get_db_prep_save(getattr(record, f.attname), connection) for f in fields]
+    table = quote(MemoryRecord._meta.db_table)
+    sql = (
+        f"UPDATE {table} AS t SET {', '.join(f'{c} = v.{c}' for c in columns)} "
+        f"FROM (VALUES {', '.join([row] * len(records))}) AS v (id, {', '.join(columns)}) WHERE t.id = v.id"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def _report_refusals(principal: Principal, refused: list[DomainError]) -> None:
+    """An item refused inside the transaction passes through the write scopes as a refused write of its own
+    would (a tombstone's refusal is logged there), after the batch's transaction ended."""
+    for exc in refused:
+        try:
+            with hooks.write_scope("assert_facts", principal.name):
+                raise exc
+        except DomainError:
+            pass
+
+
+def _not_applied(items: Sequence[object], errors: dict[int, DomainError]) -> BatchResult:
+    failed = ", ".join(str(i) for i in sorted(errors)[:20]) + (", ..." if len(errors) > 20 else "")
+    skipped = NotApplied(f"Not applied: the batch is atomic and item(s) {failed} failed.")
+    out = [ItemResult(i, error=errors.get(i, skipped)) for i in range(len(items))]
+    return BatchResult(out, atomic=True, applied=False)
+
+
+def _one_by_one(principal: Principal, items: Sequence[Assertion | DomainError], now: datetime) -> BatchResult:
+    out = []
+    for i, item in enumerate(items):
+        if isinstance(item, DomainError):
+            out.append(ItemResult(i, error=item))
+            continue
+        try:
+            out.append(ItemResult(i, result=assert_fact(principal, item, now=now)))
+        except DomainError as exc:
+            out.append(ItemResult(i, error=exc))
+    return BatchResult(out, atomic=False, applied=True)

@@ -1,0 +1,224 @@
+"""Record counts for the overview: by status, freshness buckets by each record's own `recheck_after`, overdue.
+
+On PostgreSQL the counts are **maintained**, not estimated: statement-level triggers (migration
+0009_record_counts) keep per-tenant totals by (status, verified or not, day of `recheck_after`), so
+an overview reads a few hundred counter rows instead of counting 10M records. The buckets move with
+the clock; each of their three edges (now, now + 1 day, now + 7 days) falls inside one day of
+`recheck_after`, and only the accepted rows of those three days are counted exactly (the partial index
+`record_due_for_recheck`). The figures equal exact counts at the reader's snapshot.
+
+On SQLite (the embedded, small deployment) they are counted exactly, with the same definitions.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+
+from django.db import connection, transaction
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from memory_admin.memory.models import MemoryRecord
+
+Status = MemoryRecord.Status
+DAY = timedelta(days=1)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+NO_DUE_DAY = -(2**31)  # the counters' day for "no recheck_after" (migration 0009)
+FOLD_AFTER = 2000  # pending delta rows of a tenant past which a read folds them into the totals
+FOLD_LOCK = 0x6D63  # first key of fold_counts' advisory lock (the second is the tenant)
+
+# Accepted records by the freshness rule (reads.freshness_of), the "fresh" ones split by when their own
+# recheck falls due. Keys in chart order, with their labels.
+Bucket = Literal["overdue", "due_1d", "due_7d", "due_later", "unscheduled", "never"]
+BUCKETS: tuple[tuple[Bucket, str], ...] = (
+    ("overdue", "recheck overdue"),
+    ("due_1d", "due within 1 day"),
+    ("due_7d", "due in 1-7 days"),
+    ("due_later", "due in more than 7 days"),
+    ("unscheduled", "verified, no recheck scheduled"),
+    ("never", "never verified"),
+)
+
+
+@dataclass(frozen=True)
+class RecordStats:
+    by_status: dict[str, int]  # every status, 0 when none; "deleted": tombstoned, not purged yet
+    freshness: dict[Bucket, int]  # accepted records only, keys in BUCKETS order
+    overdue: int  # accepted records with recheck_after <= now, verified or not (the recheck sweep's due set)
+    method: Literal["maintained", "exact"]
+
+    @property
+    def chart(self) -> list[tuple[str, int]]:
+        return [(label, self.freshness[key]) for key, label in BUCKETS]
+
+
+def record_stats(tenant_id: int, now: datetime | None = None) -> RecordStats:
+    """The overview's counts for one tenant, at `now` (default: the current time)."""
+    now = now or timezone.now()
+    if connection.vendor == "postgresql":
+        return _maintained(tenant_id, now)
+    return exact_record_stats(tenant_id, now)
+
+
+def exact_record_stats(tenant_id: int, now: datetime) -> RecordStats:
+    """The same figures counted from the records (SQLite; and the reference the maintained ones must equal)."""
+    records = MemoryRecord.all_objects.filter(tenant_id=tenant_id)  # tombstoned ones count as deleted
+    by_status = dict(records.values_list("status").annotate(n=Count("id")).order_by())
+    verified = Q(last_verified_at__isnull=False)
+    due = records.filter(status=Status.ACCEPTED).aggregate(
+        overdue=Count("id", filter=verified & Q(recheck_after__lte=now)),
+        due_1d=Count("id", filter=verified & Q(recheck_after__gt=now, recheck_after__lte=now + DAY)),
+        due_7d=Count("id", filter=verified & Q(recheck_after__gt=now + DAY, recheck_after__lte=now + 7 * DAY)),
+        due_later=Count("id", filter=verified & Q(recheck_after__gt=now + 7 * DAY)),
+        unscheduled=Count("id", filter=verified & Q(recheck_after__isnull=True)),
+        never=Count("id", filter=Q(last_verified_at__isnull=True)),
+        all_overdue=Count("id", filter=Q(recheck_after__lte=now)),
+    )
+    return RecordStats(
+        by_status={status: by_status.get(status, 0) for status in Status.values},
+        freshness={key: due[key] for key, _ in BUCKETS},
+        overdue=due["all_overdue"],
+        method="exact",
+    )
+
+
+def day_of(moment: datetime) -> int:
+    """Days since 1970-01-01 UTC, as the counters' triggers compute them."""
+    return (moment - EPOCH) // DAY
+
+
+def _maintained(tenant_id: int, now: datetime) -> RecordStats:
+    d0 = day_of(now)  # edges: now in day d0, now + 1 day in d0 + 1, now + 7 days in d0 + 7
+    with connection.cursor() as cursor:
+        # One statement, one snapshot: folded totals plus the deltas not folded yet, and the accepted
+        # rows of the three edge days (each row once, by verified and by which side of its edge it lies).
+        cursor.execute(
+            """
+            SELECT 'c', status, verified, due_day, sum(n), sum(pending) FROM (
+                SELECT status, verified, due_day, n, 0 AS pending
+                FROM memory_recordcount WHERE tenant_id = %(tenant)s
+                UNION ALL
+                SELECT status, verified, due_day, delta, 1
+                FROM memory_recordcountdelta WHERE tenant_id = %(tenant)s
+            ) AS counts GROUP BY status, verified, due_day
+            UNION ALL
+            SELECT 'e', NULL, last_verified_at IS NOT NULL,
+                   floor(extract(epoch FROM recheck_after) / 86400)::integer,
+                   count(*) FILTER (WHERE recheck_after <= %(now)s + (floor(extract(epoch FROM recheck_after)
+                                    / 86400)::integer - %(d0)s) * interval '1 day'),
+                   count(*)
+            FROM memory_memoryrecord
+            WHERE tenant_id = %(tenant)s AND status = 'accepted' AND (
+                (recheck_after >= %(s0)s AND recheck_after < %(s0)s + interval '1 day')
+                OR (recheck_after >= %(s1)s AND recheck_after < %(s1)s + interval '1 day')
+                OR (recheck_after >= %(s7)s AND recheck_after < %(s7)s + interval '1 day'))
+            GROUP BY 3, 4
+            """,
+            {
+                "tenant": tenant_id,
+                "now": now,
+                "d0": d0,
+                "s0": EPOCH + d0 * DAY,
+                "s1": EPOCH + (d0 + 1) * DAY,
+                "s7": EPOCH + (d0 + 7) * DAY,
+            },
+        )
+        rows = cursor.fetchall()
+
+    by_status: Counter[str] = Counter()
+    whole: Counter[tuple[bool, int]] = Counter()  # accepted records by (verified, due day)
+    # Accepted records of an edge day: (verified, day) -> (on or before the edge, after it)
+    edge: dict[tuple[bool, int], tuple[int, int]] = {}
+    pending = 0
+    for kind, status, verified, day, n, extra in rows:
+        if kind == "c":
+            by_status[status] += int(n)
+            pending += int(extra)
+            if status == Status.ACCEPTED:
+                whole[(verified, day)] += int(n)
+        else:
+            edge[(verified, day)] = (int(n), int(extra) - int(n))
+
+    def side(verified: bool, day: int) -> tuple[int, int]:
+        return edge.get((verified, day), (0, 0))
+
+    def days(verified: bool, low: int, high: int) -> int:
+        """Accepted records with low < due day < high (whole days, no edge inside)."""
+        return sum(n for (v, day), n in whole.items() if v is verified and day != NO_DUE_DAY and low < day < high)
+
+    freshness: dict[Bucket, int] = {
+        "overdue": days(True, NO_DUE_DAY, d0) + side(True, d0)[0],
+        "due_1d": side(True, d0)[1] + side(True, d0 + 1)[0],
+        "due_7d": side(True, d0 + 1)[1] + days(True, d0 + 1, d0 + 7) + side(True, d0 + 7)[0],
+        "due_later": side(True, d0 + 7)[1] + days(True, d0 + 7, 2**31),
+        "unscheduled": whole[(True, NO_DUE_DAY)],
+        "never": sum(n for (v, _), n in whole.items() if not v),
+    }
+    overdue = freshness["overdue"] + days(False, NO_DUE_DAY, d0) + side(False, d0)[0]
+    if pending > FOLD_AFTER:
+        fold_counts(tenant_id)
+    return RecordStats(
+        by_status={status: by_status[status] for status in Status.values},
+        freshness=freshness,
+        overdue=overdue,
+        method="maintained",
+    )
+
+
+def fold_counts(tenant_id: int) -> int:
+    """Move a tenant's pending deltas into its totals (PostgreSQL); returns how many delta rows were folded.
+
+    Safe to run concurrently with writers (a delta not yet committed stays for the next fold) and with
+    itself (one fold at a time; another caller returns 0 at once). The overview's read calls it when a
+    tenant has more than FOLD_AFTER pending deltas, so the read stays a few hundred rows.
+    """
+    if connection.vendor != "postgresql":
+        return 0
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_xact_lock(%s::integer, %s::integer)", [FOLD_LOCK, tenant_id])
+        if not cursor.fetchone()[0]:
+            return 0
+        cursor.execute(
+            """
+            WITH moved AS (
+                DELETE FROM memory_recordcountdelta WHERE tenant_id = %(tenant)s
+                RETURNING tenant_id, status, verified, due_day, delta
+            ), folded AS (
+                INSERT INTO memory_recordcount AS c (tenant_id, status, verified, due_day, n)
+                SELECT tenant_id, status, verified, due_day, sum(delta) FROM moved
+                GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
+                ON CONFLICT (tenant_id, status, verified, due_day) DO UPDATE SET n = c.n + EXCLUDED.n
+            )
+            SELECT count(*) FROM moved
+            """,
+            {"tenant": tenant_id},
+        )
+        moved = int(cursor.fetchone()[0])
+        cursor.execute("DELETE FROM memory_recordcount WHERE tenant_id = %s AND n = 0", [tenant_id])
+    return moved
+
+
+def recount(tenant_id: int) -> int:
+    """Count a tenant's totals again from its records (PostgreSQL): after a load that bypassed the triggers
+    (the bench's COPY under session_replication_role = replica). Returns the records counted."""
+    if connection.vendor != "postgresql":
+        return 0
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s::integer, %s::integer)", [FOLD_LOCK, tenant_id])
+        cursor.execute("LOCK TABLE memory_memoryrecord IN SHARE MODE")  # no write between the delete and the count
+        cursor.execute("DELETE FROM memory_recordcountdelta WHERE tenant_id = %s", [tenant_id])
+        cursor.execute("DELETE FROM memory_recordcount WHERE tenant_id = %s", [tenant_id])
+        cursor.execute(
+            """
+            INSERT INTO memory_recordcount (tenant_id, status, verified, due_day, n)
+            SELECT tenant_id, status, last_verified_at IS NOT NULL,
+                   coalesce(floor(extract(epoch FROM recheck_after) / 86400)::integer, %s), count(*)
+            FROM memory_memoryrecord WHERE tenant_id = %s GROUP BY 1, 2, 3, 4
+            RETURNING n
+            """,
+            [NO_DUE_DAY, tenant_id],
+        )
+        return sum(int(n) for (n,) in cursor.fetchall())

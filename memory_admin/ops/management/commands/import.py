@@ -1,0 +1,145 @@
+"""`manage.py import FILE --tenant T --as PRINCIPAL`: bulk onboarding from a JSONL file.
+
+Each line is one assertion in the body shape of `POST /api/v1/records/` (an export line works too: the record
+format's extra fields are ignored). Lines are sent in batches to `memory.batch.assert_facts`, the function
+behind `POST /api/v1/records/batch/`, so every rule of one assertion applies. A bad line is reported with its
+number and reason and does not stop the others; with `--atomic` each batch is all or nothing, and the import
+stops at the first batch that was not applied (the lines before it are in, none after it).
+(The module is named `import`, a Python keyword: Django loads commands with import_module, which accepts it.)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from tqdm import tqdm
+
+from memory_admin.accounts.models import Principal
+from memory_admin.accounts.tenancy import tenant_context
+from memory_admin.api.batch import parse_item
+from memory_admin.memory.actions import Assertion
+from memory_admin.memory.batch import MAX_BATCH_ITEMS, assert_facts
+from memory_admin.memory.errors import DomainError, InvalidInput
+
+DEFAULT_BATCH_SIZE = 500
+
+
+class Command(BaseCommand):
+    help = "Import facts from a JSONL file (one POST /records/ body per line), in batches, with a progress bar."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("file", help="the JSONL file ('-' reads standard input)")
+        parser.add_argument("--tenant", required=True, help="tenant slug")
+        parser.add_argument("--as", dest="principal", required=True, help="name of the principal asserting")
+        parser.add_argument("--atomic", action="store_true", help="each batch all or nothing; stop at a failed one")
+        parser.add_argument(
+            "--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help=f"lines per batch (1-{MAX_BATCH_ITEMS})"
+        )
+        parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    def handle(
+        self,
+        *args: Any,
+        file: str,
+        tenant: str,
+        principal: str,
+        atomic: bool,
+        batch_size: int,
+        no_progress: bool,
+        **_: Any,
+    ) -> None:
+        if not 1 <= batch_size <= MAX_BATCH_ITEMS:
+            raise CommandError(f"--batch-size must be between 1 and {MAX_BATCH_ITEMS}.")
+        who = Principal.objects.filter(tenant__slug=tenant, name=principal).select_related("tenant").first()
+        if who is None:
+            raise CommandError(f"No principal {principal!r} in tenant {tenant!r}.")
+        if file != "-" and not Path(file).is_file():
+            raise CommandError(f"No file {file!r}.")
+        total = None if file == "-" else _count_lines(Path(file))
+        counts: Counter[str] = Counter()
+        failed_lines = 0
+        # Row-level security: everything this command reads and writes is the tenant's (accounts.tenancy).
+        with tenant_context(who.tenant_id), _open(file) as handle:
+            bar = tqdm(total=total, unit="line", disable=no_progress, file=sys.stderr, dynamic_ncols=True)
+            try:
+                for batch in _batches(handle, batch_size):
+                    line_numbers = [n for n, _ in batch]
+                    result = assert_facts(who, [item for _, item in batch], atomic=atomic)
+                    refused = set(result.failed)
+                    for n, item in zip(line_numbers, result.items, strict=True):
+                        counts[item.outcome] += 1
+                        if item.error is not None and item.index in refused:
+                            failed_lines += 1
+                            self.stderr.write(f"line {n}: {_reason(item.error)}")
+                    bar.update(len(batch))
+                    if not result.applied:
+                        bar.close()
+                        self._summary(file, counts)
+                        raise CommandError(
+                            f"Stopped: the batch of lines {line_numbers[0]}-{line_numbers[-1]} was not applied "
+                            f"(--atomic). Lines before {line_numbers[0]} are imported; fix and rerun from there."
+                        )
+            finally:
+                bar.close()
+        self._summary(file, counts)
+        if failed_lines:
+            raise CommandError(f"{failed_lines} line(s) were refused; see above.")
+
+    def _summary(self, file: str, counts: Counter[str]) -> None:
+        parts = ", ".join(f"{outcome}: {n}" for outcome, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+        self.stdout.write(f"Imported {file}: {sum(counts.values())} line(s) — {parts or 'nothing'}")
+
+
+def _open(file: str) -> Any:
+    if file == "-":
+        return _Stdin()
+    return open(file, encoding="utf-8")  # closed by the with block in handle
+
+
+class _Stdin:
+    def __enter__(self) -> IO[str]:
+        return sys.stdin
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _count_lines(path: Path) -> int:
+    with path.open("rb") as handle:
+        return sum(1 for _ in handle)
+
+
+def _batches(handle: IO[str], size: int) -> Iterator[list[tuple[int, Assertion | DomainError]]]:
+    """(line number, parsed item) in batches of `size`; blank lines are skipped."""
+    batch: list[tuple[int, Assertion | DomainError]] = []
+    for number, line in enumerate(handle, start=1):
+        if not line.strip():
+            continue
+        batch.append((number, _parse_line(line)))
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _parse_line(line: str) -> Assertion | DomainError:
+    try:
+        raw = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return InvalidInput({"line": [f"Not JSON ({exc.msg} at column {exc.colno})."]})
+    return parse_item(raw)
+
+
+def _reason(error: DomainError) -> str:
+    text = f"{error.code} ({error.status}): {error.detail}"
+    fields = error.extra.get("errors")
+    if isinstance(fields, dict):
+        text += " " + "; ".join(f"{name}: {' '.join(str(p) for p in problems)}" for name, problems in fields.items())
+    return text

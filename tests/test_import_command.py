@@ -1,0 +1,157 @@
+"""`manage.py import FILE --tenant T --as PRINCIPAL`: JSONL in the API's record shape, through the batch door's
+domain function, with a summary by outcome and line-numbered errors; `--atomic` never half-applies a batch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.core.management import CommandError, call_command
+
+from memory_admin.accounts.services import ensure_principal
+from memory_admin.memory.actions import assert_fact
+from memory_admin.memory.models import AuditEvent, MemoryRecord
+from tests.conftest import at, body, deadline
+
+
+def line(subject: str, value: Any, revision: str = "r1", **extra: Any) -> str:
+    data = {
+        "project_id": "project-b",
+        "subject_id": subject,
+        "predicate": "owner",
+        "value": value,
+        "valid_from": at(10, 20).isoformat(),
+        "source": {"canonical_ref": f"crm:{subject}", "revision": revision},
+        **extra,
+    }
+    return json.dumps(data)
+
+
+def write(tmp_path: Path, lines: list[str]) -> str:
+    path = tmp_path / "facts.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def run(path: str, *args: str) -> tuple[str, str]:
+    out, err = StringIO(), StringIO()
+    call_command("import", path, "--tenant", "acme", "--as", "agent-7", "--no-progress", *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def test_it_imports_every_line_and_summarises_by_outcome(agent, tmp_path):
+    path = write(tmp_path, [line(f"acct-{i}", f"owner-{i}") for i in range(7)] + [line("acct-0", "owner-0")])
+    out, err = run(path, "--batch-size", "3")
+    assert "created: 7" in out and "unchanged: 1" in out and "8 line(s)" in out, out
+    assert err == ""
+    assert MemoryRecord.objects.filter(tenant=agent.tenant, status="accepted").count() == 7
+    assert AuditEvent.objects.filter(action="record.asserted.created").count() == 7
+
+
+def test_bad_lines_are_reported_with_their_number_and_the_rest_is_imported(agent, tmp_path):
+    assert_fact(agent, deadline("2026-10-30T17:00+09:00", "r17", at(10, 20)))
+    lines = [
+        line("acct-1", "alice"),
+        "{not json",
+        "",
+        line("bad id", "x"),
+        json.dumps(body(deadline("2026-11-02T17:00+09:00", "r18", at(10, 22)))),  # no expected_revision: 428
+        line("acct-2", "bob", valid_from="2026-10-20T09:00:00"),  # a naive datetime
+        line("acct-3", "carol"),
+    ]
+    with pytest.raises(CommandError, match="4 line"):
+        run(write(tmp_path, lines))
+    assert set(MemoryRecord.objects.filter(subject_id__startswith="acct").values_list("subject_id", flat=True)) == {
+        "acct-1",
+        "acct-3",
+    }
+
+
+def test_errors_name_the_line_and_the_reason(agent, tmp_path):
+    lines = [line("acct-1", "alice"), "{not json", line("bad id", "x"), line("acct-2", None)]
+    out, err = StringIO(), StringIO()
+    with pytest.raises(CommandError):
+        call_command(
+            "import", write(tmp_path, lines), "--tenant", "acme", "--as", "agent-7", "--no-progress",
+            stdout=out, stderr=err,
+        )  # fmt: skip
+    errors = err.getvalue()
+    assert "line 2: invalid (400)" in errors and "Not JSON" in errors
+    assert "line 3: invalid (400)" in errors and "subject_id" in errors
+    assert "line 4: invalid (400)" in errors and "value" in errors
+    assert "line 1" not in errors
+    assert "created: 1" in out.getvalue() and "invalid: 3" in out.getvalue()
+
+
+def test_atomic_never_half_applies_a_batch_and_stops_there(agent, tmp_path):
+    lines = [line("acct-1", "a"), line("acct-2", "b"), line("acct-3", "c"), line("bad id", "d"), line("acct-5", "e")]
+    with pytest.raises(CommandError, match="lines 3-4 was not applied"):
+        run(write(tmp_path, lines), "--atomic", "--batch-size", "2")
+    # The first batch (lines 1-2) is in; the failing batch (3-4) and everything after it are not.
+    assert sorted(MemoryRecord.objects.values_list("subject_id", flat=True)) == ["acct-1", "acct-2"]
+
+
+def test_it_refuses_an_unknown_principal_a_missing_file_and_a_bad_batch_size(agent, tmp_path):
+    path = write(tmp_path, [line("acct-1", "a")])
+    with pytest.raises(CommandError, match="No principal"):
+        call_command("import", path, "--tenant", "acme", "--as", "nobody", stdout=StringIO())
+    with pytest.raises(CommandError, match="No principal"):
+        call_command("import", path, "--tenant", "globex", "--as", "agent-7", stdout=StringIO())
+    with pytest.raises(CommandError, match="No file"):
+        call_command("import", str(tmp_path / "missing.jsonl"), "--tenant", "acme", "--as", "agent-7")
+    with pytest.raises(CommandError, match="batch-size"):
+        call_command("import", path, "--tenant", "acme", "--as", "agent-7", "--batch-size", "1001")
+    assert not MemoryRecord.objects.exists()
+
+
+def test_a_compliance_officer_may_not_import(compliance, tmp_path):
+    ensure_principal("acme", "agent-7", ["agent"])
+    with pytest.raises(CommandError, match="1 line"):
+        call_command(
+            "import", write(tmp_path, [line("acct-1", "a")]), "--tenant", "acme", "--as", "carl", "--no-progress",
+            stdout=StringIO(), stderr=StringIO(),
+        )  # fmt: skip
+    assert not MemoryRecord.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_command_runs_as_a_process_with_a_progress_bar(tmp_path):
+    """The real command line (a separate process, as an operator runs it): progress on stderr, summary on stdout."""
+    ensure_principal("acme", "agent-7", ["agent"])
+    path = write(tmp_path, [line(f"acct-{i}", i) for i in range(25)])
+    env = _child_env()
+    done = subprocess.run(
+        [sys.executable, "manage.py", "import", path, "--tenant", "acme", "--as", "agent-7", "--batch-size", "10"],
+        cwd=settings.BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "created: 25" in done.stdout
+    assert "25/25" in done.stderr  # tqdm's bar reached the end
+    assert MemoryRecord.objects.count() == 25
+
+
+def _child_env() -> dict[str, str]:
+    import os
+
+    from django.db import connection
+
+    env = dict(os.environ)
+    db = connection.settings_dict
+    if connection.vendor == "postgresql":
+        user = db["USER"]
+        password = db.get("PASSWORD") or ""
+        auth = f"{user}:{password}@" if password else f"{user}@"
+        env["DATABASE_URL"] = f"postgres://{auth}{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    else:
+        env["DATABASE_URL"] = f"sqlite:///{db['NAME']}"
+    return env

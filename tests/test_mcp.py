@@ -1,0 +1,352 @@
+"""The MCP server through the official SDK's own client: over Streamable HTTP against a live server, and over
+stdio by spawning `manage.py mcp --token …` on the test database."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from django.utils import timezone
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult
+
+from deletion import service as deletion_service
+from deletion.models import DeletionRequest
+from memory_admin.accounts.services import issue_token
+from memory_admin.memory.actions import assert_fact
+from memory_admin.memory.audit import Action
+from memory_admin.memory.errors import InvalidInput
+from memory_admin.memory.models import AuditEvent, FieldPolicy
+from tests.canonical_source import http_json_source
+from tests.celery_worker import _test_database_url
+from tests.conftest import DEADLINE, deadline
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOLS = {
+    "remember",
+    "recall",
+    "recall_as_of",
+    "history",
+    "search_memory",
+    "list_conflicts",
+    "pending_notices",
+    "acknowledge_notice",
+    "request_forget",
+}
+FACT = {**DEADLINE}
+
+
+@asynccontextmanager
+async def over_http(base_url: str, token: str | None) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+        async with Client(streamable_http_client(f"{base_url}/mcp/", http_client=http)) as client:
+            yield client
+
+
+@asynccontextmanager
+async def over_stdio(token: str) -> AsyncIterator[Client]:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["manage.py", "mcp", "--token", token],
+        cwd=ROOT,
+        env={**os.environ, "DATABASE_URL": _test_database_url()},
+    )
+    async with Client(params, read_timeout_seconds=60) as client:
+        yield client
+
+
+def run[T](session: Callable[[], Awaitable[T]]) -> T:
+    return asyncio.run(session())  # type: ignore[arg-type]
+
+
+def data(result: CallToolResult) -> dict[str, Any]:
+    """The structured content, which the second text block carries as JSON too (for clients without it)."""
+    assert result.structured_content is not None
+    assert json.loads(result.content[1].text) == result.structured_content  # type: ignore[union-attr]
+    return result.structured_content
+
+
+def summary(result: CallToolResult) -> str:
+    return result.content[0].text  # type: ignore[union-attr]
+
+
+REMEMBER = {
+    **FACT,
+    "value": "2026-10-30T17:00+09:00",
+    "source_ref": "task-system:project-a/task-proposal-017",
+    "source_revision": "r17",
+    "valid_from": "2026-10-20T09:00:00+09:00",
+}
+
+
+@pytest.fixture
+def agent_token(agent) -> str:
+    return issue_token(agent)
+
+
+# --- Streamable HTTP ----------------------------------------------------------------------------------------
+
+
+def test_it_lists_the_tools_and_remembers_then_recalls_over_http(live_server, agent, agent_token):
+    async def session() -> tuple[set[str], Any, Any, Any]:
+        async with over_http(live_server.url, agent_token) as client:
+            listed = await client.list_tools()
+            remembered = await client.call_tool("remember", REMEMBER)
+            recalled = await client.call_tool("recall", FACT)
+            moved = {**REMEMBER, "value": "2026-11-02T17:00+09:00", "source_revision": "r18"}
+            conflict = await client.call_tool("remember", moved)
+            return {t.name for t in listed.tools}, remembered, recalled, conflict
+
+    names, remembered, recalled, conflict = run(session)
+    assert names == TOOLS
+    assert not remembered.is_error and data(remembered)["outcome"] == "created"
+    assert data(remembered)["revision"] == 1 and "expected_revision=1" in summary(remembered)
+    fact = data(recalled)
+    assert not recalled.is_error
+    assert fact["value"] == "2026-10-30T17:00+09:00" and fact["memory_id"] == data(remembered)["memory_id"]
+    assert fact["freshness"] == "never_verified" and fact["caveat"]
+    assert "2026-10-30T17:00+09:00" in summary(recalled)
+    # Changing a fact without the revision read is refused with what to do, never a silent overwrite.
+    assert conflict.is_error and data(conflict)["code"] == "expected_revision_required"
+    assert data(conflict)["current"]["revision"] == 1 and "expected_revision" in data(conflict)["next_step"]
+    # Every call is audited with the agent as actor (the tool and its outcome, never the arguments).
+    calls = AuditEvent.objects.filter(action=Action.MCP_TOOL_CALLED, actor=agent).order_by("id")
+    assert [(e.object_id, e.after["outcome"]) for e in calls] == [
+        ("remember", "ok"),
+        ("recall", "ok"),
+        ("remember", "expected_revision_required"),
+    ]
+    assert "2026-10-30" not in json.dumps([e.after for e in calls])
+
+
+def test_a_supersession_leaves_a_pending_notice_for_what_was_recalled(live_server, agent, agent_token):
+    async def session() -> tuple[Any, Any, Any, Any]:
+        async with over_http(live_server.url, agent_token) as client:
+            await client.call_tool("remember", REMEMBER)
+            await client.call_tool("recall", {**FACT, "session_id": "chat-1"})
+            before = await client.call_tool("pending_notices", {})
+            moved = {**REMEMBER, "value": "2026-11-02T17:00+09:00", "source_revision": "r18", "expected_revision": 1}
+            moved["valid_from"] = "2026-10-22T09:00:00+09:00"
+            await client.call_tool("remember", moved)
+            after = await client.call_tool("pending_notices", {})
+            notice_id = data(after)["results"][0]["id"] if data(after)["results"] else "none"
+            acked = await client.call_tool("acknowledge_notice", {"notice_id": notice_id})
+            return before, after, acked, await client.call_tool("pending_notices", {})
+
+    before, after, acked, finally_ = run(session)
+    assert data(before)["results"] == []
+    notices = data(after)["results"]
+    assert len(notices) == 1 and notices[0]["session_id"] == "chat-1" and notices[0]["revision"] == 1
+    assert notices[0]["current_memory_id"] and "recall" in summary(after)
+    assert not acked.is_error and data(acked)["acknowledged_at"]
+    assert data(finally_)["results"] == []
+
+
+@pytest.fixture
+def blocking_policy(admin, source):
+    return FieldPolicy.objects.create(
+        tenant=admin.tenant,
+        predicate="submission_deadline",
+        canonical_ref_prefix="task-system:",
+        canonical_source=http_json_source(source[0], timeout=0.5),
+        recheck_interval=timedelta(days=1),
+        recheck_before_action=True,
+        on_failure=FieldPolicy.OnFailure.BLOCK_ACTION,
+        risk=FieldPolicy.Risk.HIGH,
+    )
+
+
+def test_recall_for_action_refuses_when_the_canonical_source_is_down(
+    live_server, agent, agent_token, source, blocking_policy
+):
+    past = timezone.now() - timedelta(days=3)
+    assert_fact(agent, deadline("2026-11-02T17:00+09:00", "r18", past), now=past, verified_at=past)
+    source[1].set(DEADLINE["subject_id"], mode="error", status=503)
+
+    async def session() -> tuple[Any, Any]:
+        async with over_http(live_server.url, agent_token) as client:
+            return (
+                await client.call_tool("recall", {**FACT, "purpose": "action"}),
+                await client.call_tool("recall", FACT),
+            )
+
+    for_action, for_answer = run(session)
+    assert for_action.is_error
+    refused = data(for_action)
+    assert refused["code"] == "recheck_required" and refused["recheck_outcome"] == "source_unavailable"
+    assert refused["last_verified_value"] == "2026-11-02T17:00+09:00"
+    assert refused["last_verified_at"] == past.isoformat()
+    text = summary(for_action)
+    assert text.startswith("DO NOT ACT.") and "2026-11-02T17:00+09:00" in text and past.isoformat() in text
+    assert "could not be confirmed" in text
+    assert source[1].hits[DEADLINE["subject_id"]] >= 1  # the server did try the source
+    # Answering (not acting) still gives the value, with its caveat.
+    assert not for_answer.is_error and data(for_answer)["action_allowed"] is False and data(for_answer)["caveat"]
+
+
+def test_another_tenants_token_sees_nothing(live_server, agent, outsider, moved_deadline):
+    outsider_token = issue_token(outsider)
+    memory_id = moved_deadline[1].record.memory_id
+
+    async def session() -> list[Any]:
+        async with over_http(live_server.url, outsider_token) as client:
+            return [
+                await client.call_tool("recall", FACT),
+                await client.call_tool("recall_as_of", {**FACT, "known_at": "2026-10-21T12:00:00+09:00"}),
+                await client.call_tool("history", {"memory_id": memory_id}),
+                await client.call_tool("history", FACT),
+                await client.call_tool("list_conflicts", {}),
+                await client.call_tool("pending_notices", {}),
+            ]
+
+    recall, as_of, by_id, by_key, conflicts, notices = run(session)
+    for refused in (recall, as_of, by_id, by_key):
+        assert refused.is_error and data(refused)["code"] == "not_found"
+        assert "2026-11-02" not in json.dumps(data(refused)) and "2026-10-30" not in json.dumps(data(refused))
+    assert data(conflicts)["results"] == [] and data(notices)["results"] == []
+
+
+def test_disagreeing_equal_sources_are_a_dispute_with_both_candidates_and_no_value(live_server, agent_token):
+    async def session() -> tuple[Any, Any, Any, Any]:
+        async with over_http(live_server.url, agent_token) as client:
+            await client.call_tool("remember", REMEMBER)
+            # The same source revision with another value: no rule orders them.
+            disputed = await client.call_tool("remember", {**REMEMBER, "value": "2026-10-31T17:00+09:00"})
+            return (
+                disputed,
+                await client.call_tool("list_conflicts", {}),
+                await client.call_tool("recall", FACT),
+                await client.call_tool("recall", {**FACT, "purpose": "action"}),
+            )
+
+    disputed, conflicts, for_answer, for_action = run(session)
+    assert not disputed.is_error and data(disputed)["outcome"] == "disputed" and "do not pick" in summary(disputed)
+    [dispute] = data(conflicts)["results"]
+    assert {c["value"] for c in dispute["candidates"]} == {"2026-10-30T17:00+09:00", "2026-10-31T17:00+09:00"}
+    fact = data(for_answer)
+    assert fact["value"] is None and fact["status"] == "disputed" and len(fact["candidates"]) == 2
+    assert "DISPUTED" in summary(for_answer) and dispute["id"] in summary(for_answer)
+    assert for_action.is_error and data(for_action)["code"] == "fact_disputed"
+
+
+def test_as_of_and_history_answer_the_moved_deadline(live_server, agent, agent_token, moved_deadline):
+    async def session() -> tuple[Any, Any]:
+        async with over_http(live_server.url, agent_token) as client:
+            return (
+                await client.call_tool("recall_as_of", {**FACT, "valid_at": "2026-10-21T12:00:00+09:00"}),
+                await client.call_tool("history", FACT),
+            )
+
+    as_of, history = run(session)
+    assert data(as_of)["value"] == "2026-10-30T17:00+09:00"
+    assert [(r["revision"], r["status"]) for r in data(history)["results"]] == [(1, "superseded"), (2, "accepted")]
+
+
+def test_request_forget_files_a_request_that_waits_for_compliance(
+    live_server, agent, compliance, agent_token, moved_deadline
+):
+    async def session() -> tuple[Any, Any]:
+        async with over_http(live_server.url, agent_token) as client:
+            return (
+                await client.call_tool(
+                    "request_forget",
+                    {"project_id": "project-a", "subject_id": DEADLINE["subject_id"], "reason": "user asked"},
+                ),
+                await client.call_tool("recall", FACT),
+            )
+
+    filed, still = run(session)
+    assert not filed.is_error and data(filed)["state"] == "awaiting_approval"
+    assert "Nothing is deleted" in summary(filed)
+    assert not still.is_error and data(still)["value"] == "2026-11-02T17:00+09:00"  # an agent never deletes
+    # A compliance person accepts it, through the same approval as any request awaiting one.
+    approved = deletion_service.approve(compliance, data(filed)["id"])
+    assert approved.state == DeletionRequest.State.ACCEPTED and approved.requested_by == agent
+
+
+def test_an_agent_cannot_ask_to_forget_a_whole_predicate(live_server, agent_token, moved_deadline):
+    async def session() -> Any:
+        async with over_http(live_server.url, agent_token) as client:
+            return await client.call_tool(
+                "request_forget",
+                {"project_id": "project-a", "memory_ids": [], "reason": "x"},
+            )
+
+    refused = run(session)
+    assert refused.is_error and data(refused)["code"] == "invalid"
+    with pytest.raises(InvalidInput):
+        deletion_service.propose_deletion(
+            moved_deadline[1].record.issuer, project_id="project-a", scope={"predicate": "x"}, reason="x"
+        )
+    assert not DeletionRequest.objects.exists()
+
+
+def test_bad_arguments_are_refused_with_the_fields_named(live_server, agent_token):
+    async def session() -> Any:
+        async with over_http(live_server.url, agent_token) as client:
+            return await client.call_tool("remember", {**REMEMBER, "subject_id": "../etc", "valid_from": "yesterday"})
+
+    refused = run(session)
+    assert refused.is_error and data(refused)["code"] == "invalid"
+    assert set(data(refused)["errors"]) == {"subject_id", "valid_from"}
+
+
+@pytest.mark.parametrize("header", [None, "Bearer mga_not-a-real-token", "Basic abc"])
+def test_no_or_a_bad_token_is_401(live_server, header):
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if header:
+        headers["Authorization"] = header
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    response = httpx.post(f"{live_server.url}/mcp/", json=body, headers=headers, timeout=10)
+    assert response.status_code == 401
+    assert response.json()["code"] in {"not_authenticated", "authentication_failed"}
+    assert response.headers["WWW-Authenticate"].startswith("Bearer")
+
+
+def test_a_get_is_refused_without_a_server_error(live_server, agent_token):
+    headers = {"Authorization": f"Bearer {agent_token}", "Accept": "text/event-stream"}
+    response = httpx.get(f"{live_server.url}/mcp/", headers=headers, timeout=10)
+    assert response.status_code == 405 and response.headers["Allow"] == "POST"
+    assert httpx.delete(f"{live_server.url}/mcp/", headers=headers, timeout=10).status_code == 405
+
+
+def test_the_sdk_client_without_a_token_cannot_connect(live_server):
+    async def session() -> None:
+        async with over_http(live_server.url, None) as client:
+            await client.list_tools()
+
+    with pytest.raises(BaseException):  # noqa: B017  (the SDK surfaces the 401 as its own error group)
+        run(session)
+
+
+# --- stdio --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)  # the spawned server reads the test database: rows must be committed
+def test_stdio_lists_tools_and_remembers_then_recalls(agent):
+    token = issue_token(agent)
+
+    async def session() -> tuple[set[str], Any, Any]:
+        async with over_stdio(token) as client:
+            listed = await client.list_tools()
+            remembered = await client.call_tool("remember", REMEMBER)
+            return {t.name for t in listed.tools}, remembered, await client.call_tool("recall", FACT)
+
+    names, remembered, recalled = run(session)
+    assert names == TOOLS
+    assert data(remembered)["outcome"] == "created"
+    assert data(recalled)["value"] == "2026-10-30T17:00+09:00"
+    calls = AuditEvent.objects.filter(action=Action.MCP_TOOL_CALLED, actor=agent)
+    assert {(e.object_id, e.after["transport"]) for e in calls} == {("remember", "stdio"), ("recall", "stdio")}
