@@ -10,12 +10,14 @@ Run (PostgreSQL; the database is created if missing and migrated):
 2. Server: gunicorn on a free loopback port (one sync worker, DEBUG=0, throttles raised, local-memory
    cache), reading the same database and index.
 3. Per iteration, in alternating order, on the same random key or query:
-   - raw get: `GET /api/v1/facts/current/` with httpx; `GovernedStore.get` (that call, plus the context-load
-     registration `POST /api/v1/context-loads/`), and `GovernedStore.get` with `register_loads=False`
-     (the same single call: what the wrapper itself adds);
+   - raw get: `GET /api/v1/facts/current/` with httpx; `GovernedStore.get` (that call with `session_id`, so
+     the server registers the context load in the same request), and `GovernedStore.get` with
+     `register_loads=False` (the read without registering: what the wrapper itself adds);
    - raw search: `GET /api/v1/search/?k=10` with httpx; `GovernedStore.search(limit=10)`, which makes that
-     call (each usable hit carries its governance facts, decided by the database at the search's instant),
-     then registers the load; and `GovernedStore.search` with `register_loads=False` (the search alone).
+     call with `session_id` (each usable hit carries its governance facts, decided by the database at the
+     search's instant, and the server registers the usable hits as loaded); and `GovernedStore.search` with
+     `register_loads=False` (the search alone). Against a server that does not echo the registration the
+     store falls back to a second call, `POST /api/v1/context-loads/`.
 Each figure is a client-side round trip; median and p95, and the ratio wrapper / raw (the issue's target:
 the wrapper adds at most 20%). Nothing is asserted.
 """
@@ -256,10 +258,9 @@ def report(samples: dict[str, list[float]]) -> None:
             ratio = f"{median / statistics.median(base):.2f}, {p95 / stores.percentile(base, 95):.2f}"
         print(f"{name:<44} {len(values):>5} {median:>10.2f} {p95:>8.2f} {ratio:>22}")
     print(
-        "\nTarget: the wrapper adds <= 20% (ratio <= 1.20) over the API call it makes. GovernedStore.get makes two "
-        "calls (the read, and the context-load registration that later brings notices); register_loads=False is "
-        "the read alone. GovernedStore.search makes 2 calls: the search (the index proposes, the database decides "
-        "and gives each hit its governance facts) and the context-load registration."
+        "\nTarget: the wrapper adds <= 20% (ratio <= 1.20) over the API call it makes. GovernedStore.get and .search "
+        "each make one call: the read with session_id, which also registers the context load that later brings "
+        "notices; register_loads=False is the read without registering."
     )
 
 

@@ -216,6 +216,35 @@ def test_every_method_of_the_sync_client_over_http(personas: Personas) -> None:
     assert report["stages"]["accepted_at"] and report["stages"]["removed_from_reads_at"]
 
 
+def test_a_read_with_session_id_registers_the_context_load_in_the_same_call(personas: Personas) -> None:
+    agent = personas.client("agent-7")
+    first = first_deadline(agent)
+    index_now(first["memory_id"])
+    fact = agent.current(**DEADLINE, session_id="s-read", context_expires_at=now() + timedelta(hours=1))
+    assert fact["context_load"] is not None
+    assert (fact["context_load"]["agent_id"], fact["context_load"]["session_id"]) == ("agent-7", "s-read")
+    found = agent.search(PROJECT, "submission deadline task-proposal-017", k=5, session_id="s-read")
+    assert [h["memory_id"] for h in found["results"]] == [first["memory_id"]]
+    assert found["context_load"] is not None and found["context_load"]["id"] != fact["context_load"]["id"]
+    assert "context_load" not in agent.current(**DEADLINE)  # no session_id: nothing registered
+
+    move_deadline(agent, expected=1)
+    notices = agent.notices("agent-7")
+    assert sorted(n["context_load_id"] for n in notices) == sorted(
+        [fact["context_load"]["id"], found["context_load"]["id"]]
+    )
+
+    token = personas.token("agent-9", "agent")
+
+    async def read_async() -> t.Fact:
+        async with AsyncClient(personas.base_url, token) as other:
+            return await other.current(**DEADLINE, session_id="s-async")
+
+    assert asyncio.run(read_async())["context_load"]["agent_id"] == "agent-9"  # type: ignore[index]
+    with pytest.raises(InvalidInput):
+        agent.current(**DEADLINE, session_id="s" * 201)
+
+
 def test_every_method_of_the_async_client_over_http(personas: Personas) -> None:
     tokens = [
         personas.token("agent-7", "agent"),
@@ -532,6 +561,7 @@ SCHEMA_NAMES: dict[str, type] = {
     "SourceOut": t.SourceOut,
     "Candidate": t.Candidate,
     "Fact": t.Fact,
+    "ContextLoadRef": t.ContextLoadRef,
     "Dispute": t.Dispute,
     "RecheckAttempt": t.RecheckAttempt,
     "SearchHit": t.SearchHit,

@@ -11,6 +11,7 @@ against a live server of this project, with no LLM: nodes put, get and search di
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import operator
 from datetime import UTC, datetime, timedelta
@@ -243,7 +244,8 @@ def test_search_returns_only_usable_values_with_governance(personas: Personas) -
 
 
 def test_search_takes_the_governance_facts_from_the_search_itself(personas: Personas, monkeypatch: Any) -> None:
-    """One search call and one context load, no per-item facts/current; `_governance` as `get` gives it."""
+    """One search call that registers the context load itself, no per-item facts/current; `_governance` as
+    `get` gives it."""
     store = store_for(personas)
     store.put(NS, KEY, {"at": "Oct 30", "text": "proposal submission deadline"})
     store.put(("memories", "sato"), "meeting_room", {"text": "Room 3 for the proposal meeting"})
@@ -255,19 +257,7 @@ def test_search_takes_the_governance_facts_from_the_search_itself(personas: Pers
         if item
     }
 
-    paths: list[str] = []
-    sync_send, async_send = Client.send, AsyncClient.send
-
-    def recorded(self: Client, call: Any) -> Any:
-        paths.append(call.path)
-        return sync_send(self, call)
-
-    async def arecorded(self: AsyncClient, call: Any) -> Any:
-        paths.append(call.path)
-        return await async_send(self, call)
-
-    monkeypatch.setattr(Client, "send", recorded)
-    monkeypatch.setattr(AsyncClient, "send", arecorded)
+    paths, answers = record_calls(monkeypatch)
     searches = (
         lambda: store.search(("memories",), query="proposal", limit=5),
         lambda: asyncio.run(store.asearch(("memories",), query="proposal", limit=5)),
@@ -275,8 +265,58 @@ def test_search_takes_the_governance_facts_from_the_search_itself(personas: Pers
     for search in searches:
         hits = search()
         assert {(h.namespace, h.key): h.value for h in hits} == expected
-        assert paths == ["search/", "context-loads/"], paths
+        assert paths == ["search/"], paths
+        load = answers[0]["context_load"]
+        assert load["session_id"] == store.session_id and load["agent_id"] == "agent-7"
         paths.clear()
+        answers.clear()
+
+
+def record_calls(monkeypatch: Any, *, older_server: bool = False) -> tuple[list[str], list[Any]]:
+    """The paths the client calls and the answers it gets. `older_server`: a server before reads took
+    `session_id` (it ignores the parameter: here it is never sent)."""
+    paths: list[str] = []
+    answers: list[Any] = []
+    sync_send, async_send = Client.send, AsyncClient.send
+
+    def strip(call: Any) -> Any:
+        if not older_server:
+            return call
+        params = {k: v for k, v in call.params.items() if k not in ("session_id", "context_expires_at")}
+        return dataclasses.replace(call, params=params)
+
+    def recorded(self: Client, call: Any) -> Any:
+        paths.append(call.path)
+        answers.append(sync_send(self, strip(call)))
+        return answers[-1]
+
+    async def arecorded(self: AsyncClient, call: Any) -> Any:
+        paths.append(call.path)
+        answers.append(await async_send(self, strip(call)))
+        return answers[-1]
+
+    monkeypatch.setattr(Client, "send", recorded)
+    monkeypatch.setattr(AsyncClient, "send", arecorded)
+    return paths, answers
+
+
+@pytest.mark.parametrize("older_server", [False, True])
+def test_get_registers_what_it_read_in_the_read_itself_or_after_it_on_an_older_server(
+    personas: Personas, monkeypatch: Any, older_server: bool
+) -> None:
+    store = store_for(personas)
+    store.put(NS, KEY, {"at": "2026-10-30T17:00+09:00"})
+    paths, _ = record_calls(monkeypatch, older_server=older_server)
+    item = store.get(NS, KEY)
+    assert item is not None and item.value["at"] == "2026-10-30T17:00+09:00"
+    assert asyncio.run(store.aget(NS, KEY)) is not None
+    one = ["facts/current/", "context-loads/"] if older_server else ["facts/current/"]
+    assert paths == one + one, paths
+    monkeypatch.undo()
+
+    task_system_moves_the_deadline(personas, {"at": "2026-11-02T17:00+09:00"}, expected=1)
+    notices = store.pending_notices()
+    assert [n["memory_id"] for n in notices] == [item.value["_governance"]["memory_id"]] * 2  # one per read
 
 
 def test_the_async_api_runs_a_graph_too(personas: Personas) -> None:

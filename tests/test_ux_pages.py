@@ -203,6 +203,21 @@ def test_recent_changes_read_as_subject_predicate_old_to_new_by_whom_newest_firs
     assert re.search(r"expense-policy · approval_limit:\s*50,000 → 100,000\s*by owner", text)
 
 
+def test_an_agents_mcp_tool_calls_are_not_recent_changes(story: None) -> None:
+    """Every MCP call is audited, reads included; the overview's recent changes show what changed."""
+    from memory_admin.memory import audit
+
+    agent = Principal.objects.get(username="agent@demo")
+    before = [r.event.pk for r in client_for("owner@demo").get("/").context["recent"]]
+    for _ in range(20):
+        audit.record_event(
+            tenant=agent.tenant_pk, actor=agent, action=audit.Action.MCP_TOOL_CALLED, object_type="mcp_tool",
+            object_id="recall", after={"outcome": "ok"},
+        )  # fmt: skip
+    after = [r.event.pk for r in client_for("owner@demo").get("/").context["recent"]]
+    assert after == before and after
+
+
 # --- The fact page ------------------------------------------------------------------------------
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.db.models import QuerySet
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
@@ -14,7 +16,10 @@ from rest_framework.response import Response
 from deletion import tombstones
 from memory_admin.accounts.models import principal_of
 from memory_admin.api.serializers import (
+    SESSION_ID_MAX_LENGTH,
     AwareDateTimeField,
+    ContextLoadRefSerializer,
+    ContextOnReadSerializer,
     DerivedFromSerializer,
     IdentifierField,
     IsoDateTimeField,
@@ -292,7 +297,7 @@ class ScheduledActionViewSet(viewsets.ViewSet):
 
 class ContextLoadSerializer(serializers.Serializer):
     agent_id = serializers.CharField(max_length=150, required=False)
-    session_id = serializers.CharField(max_length=200)
+    session_id = serializers.CharField(max_length=SESSION_ID_MAX_LENGTH)
     project_id = IdentifierField("project_id", required=False)
     memories = DerivedFromSerializer(many=True)
     expires_at = AwareDateTimeField()
@@ -392,6 +397,30 @@ class ContextLoadViewSet(viewsets.ViewSet):
         return Response(ContextLoadOutSerializer(load).data, status=status.HTTP_201_CREATED)
 
 
+READ_CONTEXT_TTL = timedelta(hours=12)  # a load registered by a read, when it names no context_expires_at
+
+
+def register_read(request: Request, query: dict[str, Any], memories: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A read with `session_id`: register what it returned as usable as one context load of the caller,
+    through the same domain function as `POST /context-loads/`. What it registered, or None (no session_id,
+    or nothing usable was returned: a refused or held-back item is never registered)."""
+    if not query.get("session_id") or not memories:
+        return None
+    load = lineage.register_context_load(
+        principal_of(request),
+        session_id=query["session_id"],
+        bases=_bases(memories),
+        expires_at=query.get("context_expires_at") or timezone.now() + READ_CONTEXT_TTL,
+        project_id=query.get("project_id"),
+    )
+    return {
+        "id": load.public_id,
+        "agent_id": load.agent.name,
+        "session_id": load.session_id,
+        "expires_at": _iso(load.expires_at),
+    }
+
+
 class InvalidationViewSet(viewsets.ViewSet):
     """`/agents/{agent_id}/invalidations/`: the notices an agent must apply, and their acknowledgement."""
 
@@ -416,7 +445,7 @@ class InvalidationViewSet(viewsets.ViewSet):
 # --- Retrieval --------------------------------------------------------------------------------
 
 
-class SearchQuerySerializer(serializers.Serializer):
+class SearchQuerySerializer(ContextOnReadSerializer):
     project_id = IdentifierField("project_id", required=False)
     q = serializers.CharField(max_length=2000)
     k = serializers.IntegerField(min_value=1, max_value=100, default=10)
@@ -488,6 +517,8 @@ class SearchResultSerializer(serializers.Serializer):
     """Answer of `GET /search/`: the top-k hits, best first."""
 
     results = SearchHitSerializer(many=True)
+    # Set by `GET /search/?session_id=...`: the context load of the usable hits (null when none).
+    context_load = ContextLoadRefSerializer(allow_null=True, required=False)
 
 
 class SearchViewSet(viewsets.ViewSet):
@@ -506,4 +537,10 @@ class SearchViewSet(viewsets.ViewSet):
             k=data["k"],
             include_all=data["include"] == "all",
         )
-        return Response(SearchResultSerializer({"results": result.results}).data)
+        answer: dict[str, Any] = {"results": SearchResultSerializer({"results": result.results}).data["results"]}
+        if "session_id" in data:
+            usable = [
+                {"memory_id": h.record.memory_id, "revision": h.record.revision} for h in result.results if h.usable
+            ]
+            answer["context_load"] = register_read(request, data, usable)
+        return Response(answer)

@@ -196,7 +196,34 @@ class RecordListQuerySerializer(serializers.Serializer):
     known_at = AwareDateTimeField(required=False)
 
 
-class FactQuerySerializer(serializers.Serializer):
+SESSION_ID_MAX_LENGTH = 200  # a context load's session_id, on `POST /context-loads/` and on a read
+
+
+class ContextOnReadSerializer(serializers.Serializer):
+    """Optional on a read: register what the answer gives as usable as one context load of the caller, in
+    the same request and by the rule of `POST /context-loads/` (the answer's `context_load` names it)."""
+
+    session_id = serializers.CharField(max_length=SESSION_ID_MAX_LENGTH, required=False)
+    context_expires_at = AwareDateTimeField(required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        # A query string's empty value would read as "not given"; as on `POST /context-loads/`, it is refused.
+        if "session_id" in self.initial_data and not attrs.get("session_id"):
+            raise serializers.ValidationError({"session_id": ["This field may not be blank."]})
+        return attrs
+
+
+class ContextLoadRefSerializer(serializers.Serializer):
+    """The context load a read registered (`context_load` of its answer); `GET /agents/{agent_id}/invalidations/`
+    lists its notices."""
+
+    id = serializers.CharField()
+    agent_id = serializers.CharField()
+    session_id = serializers.CharField()
+    expires_at = serializers.DateTimeField()
+
+
+class FactQuerySerializer(ContextOnReadSerializer):
     project_id = IdentifierField("project_id")
     subject_id = IdentifierField("subject_id")
     predicate = IdentifierField("predicate")
@@ -277,6 +304,9 @@ class FactSerializer(serializers.Serializer):
     action_allowed = serializers.BooleanField()
     candidates = CandidateSerializer(many=True)
     dispute_id = serializers.CharField(allow_null=True)
+    # Set by `GET /facts/current/?session_id=...`: the context load registered for this answer (null when
+    # nothing usable was returned, absent without session_id).
+    context_load = ContextLoadRefSerializer(allow_null=True, required=False)
 
     def to_representation(self, instance: FactView) -> dict[str, Any]:
         return fact_payload(instance, *self.context["key"])

@@ -16,6 +16,7 @@ from memory_admin.accounts.models import principal_of
 from memory_admin.accounts.permissions import IsAdminRoleOrComplianceReading
 from memory_admin.api import serializers as s
 from memory_admin.api.batch import assertion_of
+from memory_admin.api.derived import register_read
 from memory_admin.derived import caches
 from memory_admin.lib.pagination import OldestFirstCursorPagination
 from memory_admin.lib.throttling import SOURCE_TEST, ThrottleScoped
@@ -137,17 +138,28 @@ class CurrentFactViewSet(viewsets.ViewSet):
         instants: dict[str, Any] = {"valid_at": query.get("valid_at"), "known_at": query.get("known_at")}
         if query["purpose"] == "answer" and "valid_at" not in query and "known_at" not in query:
             # Answers for "now" are cached until their record changes; reads for acting never are.
-            cached = caches.cached_answer(principal.tenant_pk, *key)
-            if cached is not None:
-                return Response(cached)
-            view = reads.fact_view(principal, *key)
-            answer = s.FactSerializer(view, context={"key": key}).data
-            caches.remember_answer(principal.tenant_pk, *key, dict(answer), view.record)
-            return Response(answer)
+            answer = caches.cached_answer(principal.tenant_pk, *key)
+            if answer is None:
+                view = reads.fact_view(principal, *key)
+                answer = s.FactSerializer(view, context={"key": key}).data
+                caches.remember_answer(principal.tenant_pk, *key, dict(answer), view.record)
+            return Response(_with_context_load(request, query, answer))
         # Verify before acting (a write: it may supersede the value), then read what stands.
         attempt = rechecks.recheck_before_action(principal, *key, purpose=query["purpose"], **instants)
         view = reads.fact_view(principal, *key, purpose=query["purpose"], recheck=attempt, **instants)
-        return Response(s.FactSerializer(view, context={"key": key}).data)
+        return Response(_with_context_load(request, query, s.FactSerializer(view, context={"key": key}).data))
+
+
+def _with_context_load(request: Request, query: dict[str, Any], answer: Any) -> Any:
+    """With `session_id`: the answer's record (or a dispute's candidates) registered as a context load, after
+    the read (an action the door calls; the read itself only reads). The cached answer never holds it."""
+    if "session_id" not in query:
+        return answer
+    if answer["memory_id"] is not None and answer["revision"] is not None:
+        memories = [{"memory_id": answer["memory_id"], "revision": answer["revision"]}]
+    else:
+        memories = [{"memory_id": c["memory_id"], "revision": c["revision"]} for c in answer["candidates"]]
+    return {**answer, "context_load": register_read(request, query, memories)}
 
 
 class DisputeViewSet(viewsets.GenericViewSet):

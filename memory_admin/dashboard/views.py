@@ -263,7 +263,9 @@ def _recent_changes(tenant_id: int) -> list[Change]:
 
     An assertion that replaced a value is written as two events (the old head superseded, the new record
     created, at the same instant); they are told as one change."""
-    events = list(AuditEvent.objects.filter(tenant_id=tenant_id).order_by(*AUDIT_ORDER)[:15])
+    # An agent's MCP tool call is audited (who asked what, when) but changes nothing: not a change here.
+    changes = AuditEvent.objects.filter(tenant_id=tenant_id).exclude(action=audit.Action.MCP_TOOL_CALLED)
+    events = list(changes.order_by(*AUDIT_ORDER)[:15])
     record_ids = {e.object_id for e in events if e.object_type == "record"}
     facts = {
         m: (s, p)

@@ -79,7 +79,11 @@ def current(
     purpose: Purpose = "answer",
     valid_at: datetime | str | None = None,
     known_at: datetime | str | None = None,
+    session_id: str | None = None,
+    context_expires_at: datetime | str | None = None,
 ) -> Call[Fact]:
+    """With `session_id`, the server registers the answer's record(s) as a context load of the caller in the
+    same request (`context_load` in the answer; an older server ignores it and leaves the field out)."""
     params = {
         "project_id": project_id,
         "subject_id": subject_id,
@@ -87,6 +91,8 @@ def current(
         "purpose": purpose,
         "valid_at": valid_at,
         "known_at": known_at,
+        "session_id": session_id,
+        "context_expires_at": context_expires_at,
     }
     return Call("GET", "facts/current/", params)
 
@@ -105,8 +111,24 @@ def records(**filters: Any) -> Call[Any]:
     return Call("GET", "records/", filters)
 
 
-def search(project_id: str | None, q: str, k: int = 10, include: Include = "usable") -> Call[SearchResult]:
-    return Call("GET", "search/", {"project_id": project_id, "q": q, "k": k, "include": include})
+def search(
+    project_id: str | None,
+    q: str,
+    k: int = 10,
+    include: Include = "usable",
+    session_id: str | None = None,
+    context_expires_at: datetime | str | None = None,
+) -> Call[SearchResult]:
+    """With `session_id`, the usable hits are registered as a context load (as `current`)."""
+    params = {
+        "project_id": project_id,
+        "q": q,
+        "k": k,
+        "include": include,
+        "session_id": session_id,
+        "context_expires_at": context_expires_at,
+    }
+    return Call("GET", "search/", params)
 
 
 def disputes(status: Literal["open", "resolved", "all"] = "open") -> Call[Any]:

@@ -137,10 +137,17 @@ class Client:
         purpose: Purpose = "answer",
         valid_at: datetime | str | None = None,
         known_at: datetime | str | None = None,
+        session_id: str | None = None,
+        context_expires_at: datetime | str | None = None,
     ) -> Fact:
         """The usable value now (or as of `valid_at`/`known_at`) with its freshness and caveat. For
-        `purpose="action"` a value that must be verified first raises RecheckRequired."""
-        return self.send(_calls.current(project_id, subject_id, predicate, purpose, valid_at, known_at))
+        `purpose="action"` a value that must be verified first raises RecheckRequired. With `session_id`
+        the answer is also registered as a context load (its id in `context_load`)."""
+        return self.send(
+            _calls.current(
+                project_id, subject_id, predicate, purpose, valid_at, known_at, session_id, context_expires_at
+            )
+        )
 
     def record(self, memory_id: str) -> Record:
         return self.send(_calls.record(memory_id))
@@ -152,8 +159,17 @@ class Client:
         """Every record matching the filters, following the cursor pages lazily."""
         return self._pages(_calls.records(**filters))
 
-    def search(self, project_id: str | None, q: str, k: int = 10, include: Include = "usable") -> SearchResult:
-        return self.send(_calls.search(project_id, q, k, include))
+    def search(
+        self,
+        project_id: str | None,
+        q: str,
+        k: int = 10,
+        include: Include = "usable",
+        session_id: str | None = None,
+        context_expires_at: datetime | str | None = None,
+    ) -> SearchResult:
+        """Top-k hits; with `session_id` the usable ones are registered as a context load (`context_load`)."""
+        return self.send(_calls.search(project_id, q, k, include, session_id, context_expires_at))
 
     def disputes(self, status: DisputeStatus = "open") -> Iterator[Dispute]:
         return self._pages(_calls.disputes(status))
@@ -323,8 +339,14 @@ class AsyncClient:
         purpose: Purpose = "answer",
         valid_at: datetime | str | None = None,
         known_at: datetime | str | None = None,
+        session_id: str | None = None,
+        context_expires_at: datetime | str | None = None,
     ) -> Fact:
-        return await self.send(_calls.current(project_id, subject_id, predicate, purpose, valid_at, known_at))
+        return await self.send(
+            _calls.current(
+                project_id, subject_id, predicate, purpose, valid_at, known_at, session_id, context_expires_at
+            )
+        )
 
     async def record(self, memory_id: str) -> Record:
         return await self.send(_calls.record(memory_id))
@@ -335,8 +357,16 @@ class AsyncClient:
     def records(self, **filters: Any) -> AsyncIterator[Record]:
         return self._pages(_calls.records(**filters))
 
-    async def search(self, project_id: str | None, q: str, k: int = 10, include: Include = "usable") -> SearchResult:
-        return await self.send(_calls.search(project_id, q, k, include))
+    async def search(
+        self,
+        project_id: str | None,
+        q: str,
+        k: int = 10,
+        include: Include = "usable",
+        session_id: str | None = None,
+        context_expires_at: datetime | str | None = None,
+    ) -> SearchResult:
+        return await self.send(_calls.search(project_id, q, k, include, session_id, context_expires_at))
 
     def disputes(self, status: DisputeStatus = "open") -> AsyncIterator[Dispute]:
         return self._pages(_calls.disputes(status))

@@ -14,8 +14,11 @@ subject; `key` → the predicate; `value` (a dict) → the fact's value. The pri
   item's value carries `_governance` (memory id, revision, status, freshness, last verified, caveat, action
   allowed). A disputed key comes back with `_governance.status == "disputed"` and both `candidates`, and
   no value of its own.
-- What a batch read is registered as one context load (session `session_id`), so a later supersession sends
-  this agent a notice: `pending_notices()` lists them, `acknowledge(notice_id)` applies one.
+- What a read returns is registered as a context load (session `session_id`), so a later supersession sends
+  this agent a notice: `pending_notices()` lists them, `acknowledge(notice_id)` applies one. The read itself
+  registers it (`session_id` on `facts/current` and `search`, one call); what the server did not register
+  (an older server, or a search whose hits are filtered here) is registered once per batch by
+  `POST /context-loads/`.
 
 The logic is written once as generators that yield API calls (`_core.Call`) and receive their results;
 `batch` drives them with the sync `Client`, `abatch` with the `AsyncClient`.
@@ -50,7 +53,7 @@ from memory_governance import _calls
 from memory_governance._core import Call, next_page
 from memory_governance.client import AsyncClient, Client
 from memory_governance.errors import ApiError, ExpectedRevisionRequired, NotFound
-from memory_governance.types import Fact, Invalidation, SearchHit
+from memory_governance.types import Fact, Invalidation, SearchHit, SearchResult
 
 logger = logging.getLogger(__name__)
 
@@ -250,20 +253,39 @@ class GovernedStore(BaseStore):
             self.agent_id = self.agent_id or load["agent_id"]
         return results
 
-    def _fact_plan(self, subject: str, predicate: str) -> Plan:
-        """The current fact, or None when nothing may be used (never recorded, expired, excluded, deleted)."""
+    def _fact_plan(self, subject: str, predicate: str, *, register: bool = False) -> Plan:
+        """The current fact, or None when nothing may be used (never recorded, expired, excluded, deleted).
+        With `register`, the server registers what it returns as a context load in the same call."""
         try:
-            fact: Fact = yield _calls.current(self.mapping.project_id, subject, predicate)
+            fact: Fact = yield _calls.current(
+                self.mapping.project_id, subject, predicate, **(self._on_read() if register else {})
+            )
         except NotFound:
             return None
         return fact
 
+    def _on_read(self) -> dict[str, Any]:
+        """The parameters that make a read register what it returns (none when loads are not registered)."""
+        if not self.register_loads:
+            return {}
+        return {"session_id": self.session_id, "context_expires_at": _now() + self.context_ttl}
+
+    def _registered_by_read(self, answer: Fact | SearchResult) -> bool:
+        """Whether the server registered the read's load itself (an older server leaves `context_load` out)."""
+        if "context_load" not in answer:
+            return False
+        load = answer["context_load"]
+        if load is not None and self.agent_id is None:
+            self.agent_id = load["agent_id"]
+        return True
+
     def _get_plan(self, op: GetOp, loaded: _Loaded) -> Plan:
         subject = self.mapping.subject_of(op.namespace)
-        fact = yield from self._fact_plan(subject, op.key)
+        fact = yield from self._fact_plan(subject, op.key, register=True)
         if fact is None:
             return None
-        loaded.refs.update(_refs_of(fact))
+        if not self._registered_by_read(fact):
+            loaded.refs.update(_refs_of(fact))
         return self._item(Item, op.namespace, op.key, fact)
 
     def _item(self, cls: type[Any], namespace: tuple[str, ...], key: str, fact: Fact, **extra: Any) -> Any:
@@ -379,10 +401,17 @@ class GovernedStore(BaseStore):
         needed = op.offset + op.limit
         # (subject, predicate, score, the hit's governance facts if the search carried them), best first
         candidates: list[_Proposed] = []
+        registered = False
         if op.query:
             # The index proposes: ask for more than needed when hits of other subjects may be dropped.
             k = min(_MAX_K, needed * (1 if wanted is None and not op.filter else 5))
-            found = yield _calls.search(self.mapping.project_id, op.query, k, "usable")
+            # The server registers every usable hit: only when this store returns them all (no filter here,
+            # nothing skipped), else what is returned is registered after the batch.
+            exact = wanted is None and not op.filter and op.offset == 0 and k == op.limit
+            found = yield _calls.search(
+                self.mapping.project_id, op.query, k, "usable", **(self._on_read() if exact else {})
+            )
+            registered = exact and self._registered_by_read(found)
             for hit in found["results"]:
                 if hit["usable"] and self.mapping.matches(hit["subject_id"], wanted):
                     candidates.append((hit["subject_id"], hit["predicate"], hit["score"], _fact_of_hit(hit)))
@@ -419,7 +448,8 @@ class GovernedStore(BaseStore):
             if skipped < op.offset:
                 skipped += 1
                 continue
-            loaded.refs.update(_refs_of(fact))  # registered: what is returned, not what was skipped
+            if not (registered and known is not None):
+                loaded.refs.update(_refs_of(fact))  # registered: what is returned, not what was skipped
             items.append(item)
         return items
 

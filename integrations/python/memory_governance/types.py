@@ -92,6 +92,18 @@ class Fact(TypedDict):
     action_allowed: bool
     candidates: list[Candidate]
     dispute_id: str | None
+    # With `session_id` (servers that register on read): the context load of this answer, null when nothing
+    # usable was returned. Absent without session_id, or from an older server.
+    context_load: NotRequired[ContextLoadRef | None]
+
+
+class ContextLoadRef(TypedDict):
+    """The context load a read with `session_id` registered."""
+
+    id: str
+    agent_id: str
+    session_id: str
+    expires_at: str
 
 
 class Dispute(TypedDict):
@@ -151,6 +163,7 @@ class SearchHit(TypedDict):
 
 class SearchResult(TypedDict):
     results: list[SearchHit]
+    context_load: NotRequired[ContextLoadRef | None]  # as on Fact: the usable hits registered, with session_id
 
 
 class ContextLoad(TypedDict):
