@@ -291,6 +291,21 @@ def build_record(w: _Write, *, status: str, **fields: Any) -> MemoryRecord:
     )
 
 
+def fact_write(tenant_id: int, a: Assertion) -> hooks.FactWrite:
+    """What the write guards see of an assertion (one assertion or each item of a batch)."""
+    return hooks.FactWrite(
+        tenant_id=tenant_id,
+        project_id=a.project_id,
+        subject_id=a.subject_id,
+        predicate=a.predicate,
+        value=a.value,
+        source_canonical_ref=a.source_canonical_ref,
+        source_revision=a.source_revision,
+        event_ids=a.event_ids or (),
+        derived_from=a.derived_from or (),
+    )
+
+
 def assert_fact(
     principal: Principal,
     a: Assertion,
@@ -321,17 +336,7 @@ def assert_fact(
     tenant: Tenant = principal.require_tenant
     policy = policy_for(tenant, a.project_id, a.predicate)
     authorize_issuer(principal, policy)
-    write = hooks.FactWrite(
-        tenant_id=tenant.pk,
-        project_id=a.project_id,
-        subject_id=a.subject_id,
-        predicate=a.predicate,
-        value=a.value,
-        source_canonical_ref=a.source_canonical_ref,
-        source_revision=a.source_revision,
-        event_ids=a.event_ids or (),
-        derived_from=a.derived_from or (),
-    )
+    write = fact_write(tenant.pk, a)
     hooks.check_assertion(write)
     now = now or timezone.now()
     try:

@@ -45,6 +45,7 @@ from memory_admin.memory.actions import (
     assert_fact,
     decide,
     fact_lock_key,
+    fact_write,
     project_for,
     validate_assertion,
 )
@@ -199,17 +200,7 @@ def _checked(
     pending = []
     for i, a in valid.items():
         policy = policies[(a.project_id, a.predicate)]
-        write = hooks.FactWrite(
-            tenant_id=tenant.pk,
-            project_id=a.project_id,
-            subject_id=a.subject_id,
-            predicate=a.predicate,
-            value=a.value,
-            source_canonical_ref=a.source_canonical_ref,
-            source_revision=a.source_revision,
-            event_ids=a.event_ids or (),
-            derived_from=a.derived_from or (),
-        )
+        write = fact_write(tenant.pk, a)
         try:
             authorize_issuer(principal, policy)
             hooks.check_assertion(write)
