@@ -210,3 +210,18 @@ def test_a_task_sent_for_tenant_a_cannot_read_tenant_b_on_a_real_worker(agent, o
         assert wait_until(lambda: indexed(mine)), log.read_text()[-3000:]
         assert worker.poll() is None, "the worker died"
     assert not indexed(theirs)  # same task, same query: globex's row was not there for acme
+
+
+@pytest.mark.parametrize("role", ['ma_app" CASCADE; DROP TABLE x; --', "MA-APP", "", "a" * 64])
+def test_an_app_role_name_that_is_not_a_plain_identifier_is_refused_before_any_sql(role: str) -> None:
+    """DATABASE_APP_ROLE reaches GRANT statements as an identifier: only a plain name gets that far."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from memory_admin.rls.policies import grant_app_role
+
+    class NoDatabase:  # any use of the connection would fail the test
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError(f"the connection was used ({name}) before the name was checked")
+
+    with pytest.raises(ImproperlyConfigured, match="plain role name"):
+        grant_app_role(NoDatabase(), role)  # type: ignore[arg-type]

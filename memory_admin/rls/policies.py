@@ -19,9 +19,11 @@ for tables the migrating role creates later.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
@@ -81,9 +83,19 @@ def apply_policies(conn: BaseDatabaseWrapper) -> list[str]:
     return changed
 
 
+APP_ROLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
 def grant_app_role(conn: BaseDatabaseWrapper, role: str, *, truncate: bool = False) -> None:
     """DML on every table and sequence of the schema for the app role, now and (default privileges) for the
-    tables the current role creates later. `truncate` only for the test suite (Django's flush)."""
+    tables the current role creates later. `truncate` only for the test suite (Django's flush).
+
+    The role's name comes from the environment (DATABASE_APP_ROLE) and is put into SQL as an identifier;
+    quote_name does not escape quotes, so anything but a plain lower-case name is refused first."""
+    if not APP_ROLE_NAME.fullmatch(role):
+        raise ImproperlyConfigured(
+            f"DATABASE_APP_ROLE must be a plain role name (lower-case letters, digits, _; at most 63): {role!r}"
+        )
     qn = conn.ops.quote_name
     table_privileges = "SELECT, INSERT, UPDATE, DELETE" + (", TRUNCATE" if truncate else "")
     with conn.cursor() as cursor:
