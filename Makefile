@@ -95,5 +95,10 @@ bench-integrations: $(STAMP)
 	db_url=$$(bin/ensure-postgres); \
 	DATABASE_URL="$${db_url%/*}/memory_admin_bench_integrations" $(PY) bench/integrations.py $(BENCH_ARGS)
 
+# Vector search at 1M vectors: ANN index build time, p50/p95 and recall@10 against the exact scan (bench/vectors.py).
+.PHONY: bench-vectors
+bench-vectors: $(STAMP)
+	$(PY) bench/vectors.py $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) var

@@ -8,7 +8,8 @@ the bench database on a loopback port; a small httpx/asyncio load generator on t
    throttle classes (`/api/v1/bench/ceiling/`, served only because BENCH_CEILING_VIEW=1 is set for this
    server; memory_admin/api/ceiling.py);
 2. `GET /api/v1/facts/current/?purpose=answer` on `--keys` random fact keys of the 10M table (answers for
-   "now" are cached until their record changes, as in production: the first read of a key fills it);
+   "now" are cached until their record changes, as in production: every key is read once, untimed, before the
+   runs, so the figures are the steady state; the cache is a local Redis shared by the workers, `--cache`);
 3. `GET /api/v1/facts/current/?purpose=action` on the same keys, made fresh for the run (verified now,
    recheck in 30 days, so no synchronous recheck is needed; never cached). Restored afterwards.
 
@@ -128,7 +129,44 @@ async def drive(
     return run
 
 
-def start_server(port: int, workers: int, database_url: str, var_dir: str) -> subprocess.Popen[bytes]:
+DEFAULT_CACHE = "redis://127.0.0.1:6379/11"
+
+
+def choose_cache(wanted: str) -> tuple[str, str]:
+    """The servers' cache and why: `--cache` (default a local Redis, shared by the workers as in production,
+    with a key prefix of this run); locmem when nothing answers there. Locmem is one cache per worker of at most
+    300 entries (Django's default): 2,000 keys over 4 workers do not fit, so most answers would be misses, each
+    a cache fill that writes its manifest (derived.caches.store), which is not the path measured."""
+    if not wanted.startswith("redis://"):
+        return wanted, "as asked"
+    from bench.rechecks import ensure_broker
+
+    problem = ensure_broker(wanted)  # the same reachability check (and bin/ensure-redis) as the Celery broker
+    if problem:
+        return "locmem://", f"locmem: {problem}; answers will mostly miss"
+    return wanted, "shared by the workers, as in production"
+
+
+async def fill(base: str, token: str, urls: list[str], clients: int) -> str:
+    """GET each url once with `clients` in flight; returns a count of the statuses."""
+    import httpx
+
+    statuses: dict[int, int] = {}
+    pending = list(urls)
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+
+    async def client(http: httpx.AsyncClient) -> None:
+        while pending:
+            response = await http.get(pending.pop())
+            statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
+
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(base_url=base, headers=headers, limits=limits, timeout=60.0) as http:
+        await asyncio.gather(*(client(http) for _ in range(clients)))
+    return ", ".join(f"HTTP {code}: {n:,}" for code, n in sorted(statuses.items()))
+
+
+def start_server(port: int, workers: int, database_url: str, var_dir: str, cache_url: str) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
@@ -139,7 +177,8 @@ def start_server(port: int, workers: int, database_url: str, var_dir: str) -> su
         "BENCH_CEILING_VIEW": "1",
         "WEB_CONCURRENCY": str(workers),
         "VAR_DIR": var_dir,
-        "CACHE_URL": os.environ.get("BENCH_CACHE_URL", "locmem://"),
+        "CACHE_URL": cache_url,
+        "CACHE_KEY_PREFIX": f"bench-load-{os.getpid()}",  # this run's keys only (they expire on their own)
         # The throttles run (same classes on every view) but must not refuse the load generator.
         "API_THROTTLE_READS": "100000000/min",
         "API_THROTTLE_READS_PER_ADDRESS": "100000000/min",
@@ -156,6 +195,10 @@ def start_server(port: int, workers: int, database_url: str, var_dir: str) -> su
             str(workers),
             "--access-logfile",
             "/dev/null",
+            # A worker importing Django on a busy 2-CPU machine can take longer than gunicorn's default 30 s,
+            # which would kill and reboot it in a loop before the first request.
+            "--timeout",
+            "180",
             "memory_admin.wsgi",
         ],
         cwd=REPO_ROOT,
@@ -190,6 +233,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=4, help="gunicorn sync workers (default 4)")
     parser.add_argument("--keys", type=int, default=2000, help="random fact keys read (default 2000)")
     parser.add_argument("--port", type=int, default=0, help="loopback port (default: a free one)")
+    parser.add_argument(
+        "--cache",
+        default=os.environ.get("BENCH_CACHE_URL", DEFAULT_CACHE),
+        help=f"the servers' CACHE_URL (default $BENCH_CACHE_URL or {DEFAULT_CACHE}; locmem when Redis is down)",
+    )
     parser.add_argument("--seed", type=int, default=42)
     return parser.parse_args(argv)
 
@@ -245,6 +293,7 @@ def main(argv: list[str] | None = None) -> None:
             for _, p, s, k, _, _ in heads
         ]
 
+    cache_url, cache_note = choose_cache(args.cache)
     port = args.port or free_port()
     base = f"http://127.0.0.1:{port}"
     db = settings.DATABASES["default"]
@@ -252,14 +301,18 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"gunicorn: {args.workers} sync workers on {base} (memory_admin.gunicorn_conf, DEBUG off), database "
         f"{db['NAME']} (~{total:,} records); load: {args.clients} clients, {args.warmup:g} s warm-up + "
-        f"{args.seconds:g} s per endpoint, {len(heads):,} keys; {os.cpu_count()} CPUs, "
-        f"load average {os.getloadavg()[0]:.2f}",
+        f"{args.seconds:g} s per endpoint, {len(heads):,} keys; cache {cache_url} ({cache_note}); "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}",
         flush=True,
     )
-    proc = start_server(port, args.workers, database_url, var_dir)
+    proc = start_server(port, args.workers, database_url, var_dir, cache_url)
     runs: list[Run] = []
     try:
         wait_ready(base, token, proc, var_dir)
+        # Answers for "now" are cached until their record changes: read every key once, untimed, so the run
+        # measures the steady state (a hit) rather than the first read of each key (a fill).
+        filled = asyncio.run(fill(base, token, urls("answer"), args.clients))
+        print(f"  cache filled: {len(heads):,} keys read once ({filled})", flush=True)
         for name, targets in (
             ("ceiling: constant JSON, same auth", [CEILING]),
             ("facts/current purpose=answer", urls("answer")),

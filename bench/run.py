@@ -37,6 +37,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO_ROOT / "b
 if str(REPO_ROOT) not in sys.path:  # `python bench/run.py` puts bench/ first, not the repository
     sys.path.insert(0, str(REPO_ROOT))
 
+from bench import cas_floor  # noqa: E402
 from bench.measure import Figure, Head, check_response, path_of, print_table, queries_per_call, sample_heads, timed  # noqa: E402
 
 TENANT = "bench"
@@ -682,6 +683,10 @@ def bench_writes(
     client_cpu = single.cpu_s * 1000 / len(single.samples_ms)
     notes.append(f"1 process: client-side CPU (Python) {client_cpu:.2f} ms per write")
     notes.append("1 process: " + verify_writes(tenant_id, heads[warmup:][:50]))
+    # The floor: the same statements as raw SQL, one transaction per write, right after (bench/cas_floor.py).
+    floor_figures, floor_notes = cas_floor.floor_single(principal, tenant_id, per_process, warmup, seed, rate)
+    figures += floor_figures
+    notes += floor_notes
 
     from django.db import connection
 
@@ -729,7 +734,8 @@ def bench_writes(
     notes.append(
         f"{processes} processes: " + verify_writes(tenant_id, [h for part in parts for h in part[warmup:]][:50])
     )
-    return figures, notes
+    more_figures, more_notes = cas_floor.floor_parallel(tenant_id, per_process, processes, warmup, seed, rate)
+    return figures + more_figures, notes + more_notes
 
 
 # --- Report -------------------------------------------------------------------------------------

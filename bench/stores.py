@@ -23,8 +23,10 @@ deletion's purge runs in this process with `purge_store.apply`.
    `memory_admin.derived.search.search` on random queries.
 3. `deletion`: one subject with records (fact keys x revisions), vector entries, summaries, cache keys
    and log lines, written with COPY; a backup is taken; `request_deletion` is timed (it sets
-   `removed_from_reads_at`), then `purge_store.apply` is run for each store row in turn until
-   `purge_confirmed_at` is set.
+   `removed_from_reads_at`; the call and the moment its transaction commits, when reads stop returning
+   the subject), then `purge_store.apply` is run for each store row in turn until `purge_confirmed_at` is
+   set (the first also runs the find stage of the stores that find their targets when the purge starts).
+   `--profile` prints a cProfile of the `request_deletion` call.
 
 Timings are printed next to the issue's targets; nothing is asserted. `--quick` divides every data size
 by 10. The machine's load average is printed first: other work on it shows in the figures.
@@ -34,9 +36,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import cProfile
+import io
 import json
 import math
 import os
+import pstats
 import random
 import secrets
 import shutil
@@ -1080,8 +1085,9 @@ def build_deletion_fixture(scale: Scale) -> DeletionFixture:
 
 @contextlib.contextmanager
 def instrumented_stores(times: dict[str, float]) -> Iterator[None]:
-    """Time each store adapter's find/hide/purge/verify and the deletion's propagate, in this process only."""
-    from deletion import service, stores
+    """Time each store adapter's find/hide_scope/hide/purge/verify, the deletion's propagation and its
+    purge's find stage (`find_pending`), in this process only."""
+    from deletion import service, stores, tasks
 
     def timed(key: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -1095,30 +1101,37 @@ def instrumented_stores(times: dict[str, float]) -> Iterator[None]:
 
     patched: list[tuple[Any, str]] = []
     for name, store in stores.registered().items():
-        for method in ("find", "hide", "purge", "verify"):
+        for method in ("find", "hide_scope", "hide", "purge", "verify"):
             setattr(store, method, timed(f"{name}.{method}", getattr(store, method)))
             patched.append((store, method))
-    original = service.propagate
-    setattr(service, "propagate", timed("propagate", original))  # noqa: B010
+    originals: list[tuple[Any, str, Callable[..., Any]]] = [
+        (service, "propagate_set", service.propagate_set),
+        (tasks, "find_pending", tasks.find_pending),
+    ]
+    for module, name, original in originals:
+        setattr(module, name, timed(name, original))
     try:
         yield
     finally:
-        setattr(service, "propagate", original)  # noqa: B010
+        for module, name, original in originals:
+            setattr(module, name, original)
         for store, method in patched:
             delattr(store, method)  # the class's method shows through again
 
 
-def bench_deletion(scale: Scale, explain: bool) -> list[Row]:
+def bench_deletion(scale: Scale, explain: bool, profile: bool = False) -> list[Row]:
     from django.core.cache import cache
+    from django.db import transaction
     from django.utils import timezone
 
+    from deletion import ledger
     from deletion.backups import take_backup
     from deletion.models import DeletionRequest, StoreProgress
     from deletion.service import request_deletion
     from deletion.stores import Scope
     from deletion.stores.logs import LogsStore
     from deletion.stores.summaries import built_on
-    from deletion.tasks import purge_store
+    from deletion.tasks import purge_store, run_request
     from memory_admin.derived.models import Event, Summary
     from memory_admin.derived.vectors import get_index
     from memory_admin.memory.models import MemoryRecord
@@ -1168,10 +1181,28 @@ def bench_deletion(scale: Scale, explain: bool) -> list[Row]:
     times: dict[str, float] = {}
     say(
         "Timing request_deletion(compliance, scope={'subject_id': …}, dry_run=False): stages 1 and 2 in one "
-        "transaction (tombstones, every store's find, propagate, every database store's hide)..."
+        "transaction (tombstones, notices and cache evictions, every store's set-based hide_scope; find and hide "
+        "only for a store that hides by its targets)..."
     )
+    # The broker connection is opened before the timed call, as in a web process that has sent a task
+    # before: the message goes to this run's queue, which no worker consumes (and it finds no request).
+    t0 = time.perf_counter()
+    run_request.delay(0)
+    say(f"  broker connection warmed (untimed): {time.perf_counter() - t0:.2f} s")
+    profiler = cProfile.Profile() if profile else None
+    committed: list[float] = []
+    original_append = ledger.append_after_commit
+
+    def append_marking_commit(stones: Any) -> None:
+        # The acceptance's first after-commit callback: the moment reads stop returning the scope.
+        transaction.on_commit(lambda: committed.append(time.perf_counter()))
+        original_append(stones)
+
+    ledger.append_after_commit = append_marking_commit  # type: ignore[assignment]
     with instrumented_stores(times), logged_queries() as log:
         t0 = time.perf_counter()
+        if profiler is not None:
+            profiler.enable()
         request = request_deletion(
             fx.compliance,
             project_id=fx.project_key,
@@ -1179,8 +1210,12 @@ def bench_deletion(scale: Scale, explain: bool) -> list[Row]:
             reason="bench: erasure request",
             dry_run=False,
         )
+        if profiler is not None:
+            profiler.disable()
         request_s = time.perf_counter() - t0
         committed_at = timezone.now()
+    ledger.append_after_commit = original_append  # type: ignore[assignment]
+    commit_s = (committed[0] - t0) if committed else math.nan
     assert isinstance(request, DeletionRequest)
     request.refresh_from_db()
     stamp_lag = (
@@ -1189,7 +1224,7 @@ def bench_deletion(scale: Scale, explain: bool) -> list[Row]:
     say(
         f"  request {request.public_id}: state {request.state}; {log.count:,} queries, {log.seconds:.2f} s of "
         f"{request_s:.2f} s in SQL; removed_from_reads_at is stamped {stamp_lag:.2f} s before the call returned "
-        "(it is taken when _accept starts; reads see the hiding only at commit)"
+        "(taken as _accept ends; then the commit and the after-commit work: ledger, cache keys, enqueueing)"
     )
     say(
         "  time per step inside the call: "
@@ -1197,6 +1232,12 @@ def bench_deletion(scale: Scale, explain: bool) -> list[Row]:
     )
     say("  slowest queries:")
     log.print_slowest(6)
+    if profiler is not None:
+        out = io.StringIO()
+        stats = pstats.Stats(profiler, stream=out)
+        stats.sort_stats("cumulative").print_stats(40)
+        stats.sort_stats("tottime").print_stats(25)
+        say("  cProfile of the call (--profile), by cumulative time, then by own time:\n" + out.getvalue())
     live = MemoryRecord.objects.filter(tenant_id=fx.tenant_id, subject_id=fx.subject).count()
     check("no record of the subject is readable (live manager)", live == 0, f"{live}")
     hidden_events = Event.objects.filter(tenant_id=fx.tenant_id, hidden_at__isnull=False).count()
@@ -1204,9 +1245,12 @@ def bench_deletion(scale: Scale, explain: bool) -> list[Row]:
     withdrawn = Summary.objects.filter(tenant_id=fx.tenant_id, hidden_at__isnull=False).count()
     check(f"the {scale.del_summaries:,} summaries are hidden", withdrawn == scale.del_summaries, f"{withdrawn:,}")
     left = cache.get_many(fx.cache_keys[:1000])
-    check("the first 1,000 cache keys are evicted at once (propagate)", not left, f"{len(left)} still in Redis")
+    check("the first 1,000 cache keys are evicted at once (caches.hide_scope)", not left, f"{len(left)} still in Redis")
 
-    say("Purging: purge_store.apply(args=[id]) for each StoreProgress row in turn, in this process (no worker)...")
+    say(
+        "Purging: purge_store.apply(args=[id]) for each StoreProgress row in turn, in this process (no worker); "
+        "the first finds the targets of every store that waited for the purge (find_pending)..."
+    )
     per_store: dict[str, tuple[float, QueryLog, str]] = {}
     times.clear()
     purge_started = time.perf_counter()
@@ -1218,6 +1262,14 @@ def bench_deletion(scale: Scale, explain: bool) -> list[Row]:
                 elapsed = time.perf_counter() - t0
             per_store[progress.store] = (elapsed, plog, f"{result.state}: {result.result}")
     purge_s = time.perf_counter() - purge_started
+    say(
+        f"  find stage (find_pending, in the first purge_store): {times.get('find_pending', 0):.2f} s: "
+        + ", ".join(
+            f"{k} {v:.2f} s"
+            for k, v in sorted(times.items(), key=lambda kv: -kv[1])
+            if k.endswith(".find") and v >= 0.005
+        )
+    )
     request.refresh_from_db()
     to_confirmed = (
         (request.purge_confirmed_at - request.accepted_at).total_seconds() if request.purge_confirmed_at else math.nan
@@ -1268,6 +1320,14 @@ def bench_deletion(scale: Scale, explain: bool) -> list[Row]:
             note=f"{log.count:,} queries, {log.seconds:.1f} s in SQL",
         ),
         Row(
+            "request_deletion → acceptance committed (reads exclude it)",
+            target="≤ 1,000 ms",
+            target_ms=1000.0,
+            single_ms=commit_s * 1000,
+            count=1,
+            note="the rest of the call is after-commit work: ledger lines, cache keys again, enqueueing",
+        ),
+        Row(
             "purge of all stores, sequential purge_store.apply",
             single_ms=purge_s * 1000,
             count=len(rows),
@@ -1275,16 +1335,16 @@ def bench_deletion(scale: Scale, explain: bool) -> list[Row]:
         ),
         Row(
             "request accepted → purge_confirmed_at (DB timestamps)",
-            target="≤ 60,000 ms",
-            target_ms=60_000.0,
+            target="≤ 30,000 ms",
+            target_ms=30_000.0,
             single_ms=to_confirmed * 1000,
             count=1,
             note="accepted_at: when the request row is created, inside the call",
         ),
         Row(
             "request_deletion start → last store verified (wall)",
-            target="≤ 60,000 ms",
-            target_ms=60_000.0,
+            target="≤ 30,000 ms",
+            target_ms=30_000.0,
             single_ms=(request_s + purge_s) * 1000,
             count=1,
         ),
@@ -1301,6 +1361,7 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=10, help="timed propagate/assert_fact runs (default 10)")
     parser.add_argument("--queries", type=int, default=200, help="timed search queries per variant (default 200)")
     parser.add_argument("--explain", action="store_true", help="EXPLAIN ANALYZE the deletion's find queries first")
+    parser.add_argument("--profile", action="store_true", help="cProfile the deletion's request_deletion call")
     parser.add_argument("--fresh", action="store_true", help="drop and recreate the bench database first")
     parser.add_argument("--keep-files", action="store_true", help="keep the temporary vector index and backups")
     args = parser.parse_args()
@@ -1334,7 +1395,7 @@ def main() -> None:
         if "search" in only:
             tables.append(("2. search", bench_search(scale, args.queries, warmup=10)))
         if "deletion" in only:
-            tables.append(("3. deletion", bench_deletion(scale, args.explain)))
+            tables.append(("3. deletion", bench_deletion(scale, args.explain, args.profile)))
         for title, rows in tables:
             print_table(title, rows)
         say(f"\nLoad average at the end: {load_average()}")

@@ -3,8 +3,11 @@
 The product never says "completely forgotten": it reports four stages separately.
 1. accepted — the request and its tombstones are stored in one transaction;
 2. removed_from_reads — every read path filters the tombstoned items; set in that same transaction,
-   since each read path checks the tombstones in the database at read time;
-3. purge_confirmed — every store purged and verified by reading it again;
+   since each read path checks the tombstones in the database at read time. What that transaction does
+   is only what reads need, set-based on the scope (a few statements whatever the subject's size): the
+   stores' `hide_scope` (cache keys evicted among them) and the propagation's notices to agents;
+3. purge_confirmed — every store found (the stores whose targets were not needed to hide them find them
+   when the purge starts, `find_pending`), purged and verified by reading it again;
 4. backups_expire_at — the latest expiry of a backup taken before the purge.
 """
 
@@ -12,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from typing import Any
 
@@ -23,9 +26,9 @@ from django.utils import timezone
 
 from deletion import ledger, stores, task_refs, tombstones
 from deletion.models import Backup, DeletionRequest, StoreProgress, Tombstone
-from deletion.stores import Scope, job_for
+from deletion.stores import PENDING_TARGETS, SCOPE_FIELDS, Scope, job_for
 from memory_admin.accounts.models import Principal
-from memory_admin.derived.propagation import propagate
+from memory_admin.derived.propagation import NOTICES, propagate_set
 from memory_admin.memory import audit, validation
 from memory_admin.memory.errors import DomainError, Forbidden, InvalidInput, InvalidState, NotFound
 from memory_admin.memory.models import MemoryRecord, Project
@@ -191,9 +194,17 @@ def resolve_scope(tenant_id: int, project: Project, kind: str, value: Any) -> Sc
         records = records.filter(predicate=value)
     else:
         records = records.filter(memory_id__in=value)
-    found = list(records.order_by("id"))
+    found = list(records.only(*SCOPE_FIELDS).order_by("id"))
     subjects = [value] if kind == ScopeKind.SUBJECT else []
-    return Scope(tenant_id=tenant_id, project_id=project.pk, project_key=project.key, records=found, subjects=subjects)
+    return Scope(
+        tenant_id=tenant_id,
+        project_id=project.pk,
+        project_key=project.key,
+        records=found,
+        subjects=subjects,
+        kind=kind,
+        value=value,
+    )
 
 
 def _project(principal: Principal, project_id: str) -> Project:
@@ -288,6 +299,9 @@ def file_previewed(
     kind, value, project, resolved = _checked(principal, project_id, scope, reason)
     request = _file(principal, project, kind, value, reason, due_by, resolved)
     if request.state == State.ACCEPTED:
+        # The scope is removed from reads by now; the stores whose targets wait for the purge find them
+        # here, so the drift compares every store's count with the preview.
+        find_pending(request.pk)
         filed = dict(request.stores.values_list("store", "found"))
     else:  # awaiting approval: the stores are found again when it is approved
         filed = {name: store["found"] for name, store in _counts(resolved).items()}
@@ -384,16 +398,22 @@ def cancel(principal: Principal, public_id: str, reason: str) -> DeletionRequest
 
 
 def _accept(request: DeletionRequest, scope: Scope) -> None:
-    """Stages 1 and 2 in the caller's transaction: tombstones, per-store rows with their targets, every
-    database store's hiding, and the stale propagation; the purge tasks are enqueued after commit."""
+    """Stages 1 and 2 in the caller's transaction: tombstones, per-store rows, the notices to agents holding
+    copies, and every store's hiding, each set-based on the scope; the purge tasks are enqueued after
+    commit. Stores that need no targets to hide find them when the purge starts (`find_pending`)."""
     now = timezone.now()
+    scope = replace(scope, request_public_id=request.public_id)
+    fact_hashes = {
+        fact: tombstones.fact_scope(request.tenant_id, scope.project_key, *fact)
+        for fact in {(r.subject_id, r.predicate) for r in scope.records}
+    }  # one per fact key, whatever its revisions
     stones = [
         Tombstone(
             tenant_id=request.tenant_id,
             request=request,
             kind=Tombstone.Kind.RECORD,
             memory_id=r.memory_id,
-            scope_hash=tombstones.fact_scope(request.tenant_id, scope.project_key, r.subject_id, r.predicate),
+            scope_hash=fact_hashes[r.subject_id, r.predicate],
             value_hash=tombstones.value_digest(r.value),
             source_hash=tombstones.source_digest(r.source_canonical_ref, r.source_revision),
             created_at=now,
@@ -424,30 +444,71 @@ def _accept(request: DeletionRequest, scope: Scope) -> None:
         stone.request_public_id = request.public_id
     Tombstone.objects.bulk_create(stones)
     ledger.append_after_commit(stones)
-    live = [r for r in scope.records if r.tombstoned_at is None]
+    # Dependants learn first, while the records still read as themselves: a notice to every agent holding a
+    # copy. The rest of the propagation is the stores' hiding below: summaries withdrawn and scheduled
+    # actions cancelled (no stale mark or suspension first), cache keys evicted; vector entries reach reads
+    # only through their records (search keeps the live ones), so the embeddings store removes them later.
+    propagate_set(
+        scope.records_query().filter(tombstoned_at__isnull=True),
+        tenant_id=request.tenant_id,
+        reason=f"Deleted by request {request.public_id}.",
+        now=now,
+        kinds=NOTICES,
+    )
     rows = []
     for name, store in stores.registered().items():
-        found = store.find(scope)
-        rows.append(
-            StoreProgress(
-                request=request,
-                store=name,
-                targets=found.targets,
-                found=found.count,
-                evidence={"samples": found.samples},
-            )
+        progress = StoreProgress(
+            request=request, store=name, targets=PENDING_TARGETS, evidence={"find": PENDING_TARGETS["pending"]}
         )
+        if store.hides_by_targets:
+            found = store.find(scope)
+            progress.targets, progress.found = found.targets, found.count
+            progress.evidence = {"samples": found.samples}
+            progress.hidden = store.hide(job_for(progress), now)
+        progress.hidden += store.hide_scope(scope, now)
+        rows.append(progress)
     StoreProgress.objects.bulk_create(rows)
-    # Dependants learn first (notices to agents holding copies, plans suspended, caches evicted), while the
-    # records still read as themselves; then every database store hides its part.
-    propagate(live, reason=f"Deleted by request {request.public_id}.", now=now)
-    for progress in request.stores.all():
-        hidden = stores.get(progress.store).hide(job_for(progress), now)
-        StoreProgress.objects.filter(pk=progress.pk).update(hidden=hidden)
     # Stamped as the acceptance transaction ends: reads stop returning the scope at its commit, next.
     request.removed_from_reads_at = timezone.now()
     request.save(update_fields=["removed_from_reads_at"])
     enqueue_after_commit(task_refs.run_request(), request.pk)
+
+
+def find_pending(request_id: int) -> int:
+    """The purge's first step: every store of the request whose `find` waited finds its targets, all of
+    them before any store purges (the first purge task to start does it, under the request's lock; the
+    others then find nothing pending). The scope is the records the request tombstoned, hidden but still
+    there. Answers how many stores were found."""
+    with transaction.atomic():
+        request = DeletionRequest.objects.select_for_update(of=("self",)).select_related("project").get(pk=request_id)
+        pending = [p for p in request.stores.all() if p.targets == PENDING_TARGETS]
+        if not pending:
+            return 0
+        scope = tombstoned_scope(request)
+        for progress in pending:
+            found = stores.get(progress.store).find(scope)
+            StoreProgress.objects.filter(pk=progress.pk).update(
+                targets=found.targets, found=found.count, evidence={"samples": found.samples}
+            )
+    return len(pending)
+
+
+def tombstoned_scope(request: DeletionRequest) -> Scope:
+    """The scope a request resolved at acceptance: the records it left a tombstone for."""
+    stones = Tombstone.objects.filter(request=request, kind=Tombstone.Kind.RECORD).values("memory_id")
+    records = MemoryRecord.all_objects.filter(
+        tenant_id=request.tenant_id, project_id=request.project_id, memory_id__in=stones
+    ).order_by("id")
+    return Scope(
+        tenant_id=request.tenant_id,
+        project_id=request.project_id,
+        project_key=request.project.key,
+        records=list(records),
+        subjects=[request.scope_value] if request.scope_kind == ScopeKind.SUBJECT else [],
+        kind=request.scope_kind,
+        value=request.scope_value,
+        request_public_id=request.public_id,
+    )
 
 
 def visible_requests(principal: Principal) -> QuerySet[DeletionRequest]:

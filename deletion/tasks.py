@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from deletion import stores
 from deletion.models import DeletionRequest, StoreProgress
-from deletion.service import finish_if_verified
+from deletion.service import find_pending, finish_if_verified
 from deletion.stores import job_for
 from memory_admin.accounts.tenancy import for_each_tenant
 from memory_admin.memory import audit, task_failures
@@ -56,7 +56,8 @@ def _claim(progress_id: int) -> bool:
 @shared_task(bind=True, max_retries=MAX_ATTEMPTS)
 def purge_store(self: Any, progress_id: int) -> str:
     """Purge one store of one request, then read the store again to verify; set the stages only when
-    every store is verified."""
+    every store is verified. The first to start finds the targets of every store that waited for the purge
+    (`find_pending`), before any store purges."""
     if not _claim(progress_id):
         return "not claimed"
     progress = StoreProgress.objects.select_related("request", "request__project").get(pk=progress_id)
@@ -65,8 +66,10 @@ def purge_store(self: Any, progress_id: int) -> str:
         state=DeletionRequest.State.PURGING
     )
     store = stores.get(progress.store)
-    job = job_for(progress)
     try:
+        if find_pending(request.pk):
+            progress.refresh_from_db(fields=["targets", "found", "evidence"])
+        job = job_for(progress)
         purged = store.purge(job)
         if settings.DELETION_DRILL_PAUSE_SECONDS:  # fault drills: a window to kill the worker mid-purge
             time.sleep(settings.DELETION_DRILL_PAUSE_SECONDS)

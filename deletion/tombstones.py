@@ -8,6 +8,7 @@ guards (`memory.hooks`, `derived.hooks`), and `refusals_logged` as the scope aro
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -27,8 +28,14 @@ from memory_admin.memory.hooks import FactWrite
 def keyed(*parts: Any) -> str:
     """A keyed hash (HMAC-SHA256 with the deployment's secret): it matches, but cannot be reversed
     by guessing low-entropy identifiers without the key."""
-    message = "\x1f".join(str(p) for p in parts).encode()
-    return hmac.new(settings.SECRET_KEY.encode(), message, hashlib.sha256).hexdigest()
+    mac = _keyed_with(settings.SECRET_KEY).copy()  # the key's pads computed once, not per hash
+    mac.update("\x1f".join(str(p) for p in parts).encode())
+    return mac.hexdigest()
+
+
+@functools.cache
+def _keyed_with(secret: str) -> hmac.HMAC:
+    return hmac.new(secret.encode(), digestmod=hashlib.sha256)
 
 
 def fact_scope(tenant_id: int, project: str, subject: str, predicate: str) -> str:

@@ -11,7 +11,9 @@ import pkgutil
 
 from deletion.stores.base import (
     NOTICE_REASON,
+    PENDING_TARGETS,
     REDACTION,
+    SCOPE_FIELDS,
     Found,
     Job,
     Scope,
@@ -27,7 +29,9 @@ from deletion.stores.base import (
 
 __all__ = [
     "NOTICE_REASON",
+    "PENDING_TARGETS",
     "REDACTION",
+    "SCOPE_FIELDS",
     "Found",
     "Job",
     "Scope",

@@ -1,8 +1,12 @@
 """The interface every deletion store implements, the plain values it takes, and the registry.
 
-`find` runs when the request is accepted and records the store's targets (ids and keys, never
-content), so purging does not depend on the order in which stores run. `hide` is the store's part of
-stage 2 and runs in the acceptance transaction (database stores only). `purge` and `verify` run in
+Stage 2 (acceptance, one transaction, kept short): a store hides its part set-based with `hide_scope`
+(statements on the scope's tenant, project and subject or predicate, never a list of ids), or, if it
+needs its targets to hide (it overrides `hide`), `find` and `hide` run there. Every other store's `find`
+runs when the purge starts (`deletion.service.find_pending`), once for all stores of the request and
+before any of them purges: the records are hidden but still there, so each store finds its copies
+through them as it would have at acceptance. `find` records the store's targets (ids and keys, never
+content), so purging does not depend on the order in which stores run. `purge` and `verify` run in
 Celery tasks; both are idempotent, and `verify` reads the store again.
 
 Adapters take a `Job` (plain values copied from the request and its store row), never the rows
@@ -16,22 +20,51 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
 
-from deletion.models import StoreProgress
+from django.db.models import QuerySet
+
+from deletion.models import DeletionRequest, StoreProgress
 from memory_admin.memory.models import MemoryRecord
 
 REDACTION = "[redacted by deletion {request}]"
 NOTICE_REASON = "Deleted by request {request}."
+# The targets of a store row whose `find` waits for the purge to start (content-free, like any targets).
+PENDING_TARGETS: dict[str, Any] = {"pending": "found when the purge starts"}
+
+
+# The record fields a scope's records are loaded with at acceptance (and for a preview): what the tombstones
+# and the stores' `find` and `hide_scope` read. A store reading another field of `Scope.records` adds it
+# here (a deferred field would cost a query per record).
+SCOPE_FIELDS = (
+    "id",
+    "tenant_id",
+    "project_id",
+    "memory_id",
+    "subject_id",
+    "predicate",
+    "value",
+    "revision",
+    "is_head",
+    "source_canonical_ref",
+    "source_revision",
+    "source_event_ids",
+    "tombstoned_at",
+)
 
 
 @dataclass
 class Scope:
-    """What a request covers, resolved to records (history included)."""
+    """What a request covers, resolved to records (history included; `SCOPE_FIELDS` at least)."""
 
     tenant_id: int
     project_id: int
     project_key: str
     records: list[MemoryRecord]
     subjects: list[str] = field(default_factory=list)
+    # The scope as filed (DeletionRequest.ScopeKind and its value), and at acceptance the request's id
+    # (for the markers `hide_scope` leaves); empty for a preview and a restore's replay.
+    kind: str = ""
+    value: Any = None
+    request_public_id: str = ""
 
     @property
     def memory_ids(self) -> list[str]:
@@ -40,6 +73,23 @@ class Scope:
     @property
     def record_ids(self) -> list[int]:
         return [r.pk for r in self.records]
+
+    def records_query(self) -> QuerySet[MemoryRecord]:
+        """The scope's records as one condition on the tenant, project and subject or predicate (the
+        indexes the records list uses), never a list of ids; bounded by the ids resolved, so a record
+        written after the scope was resolved is not taken with it. Memory ids are the list the request
+        named. No record resolved: nothing."""
+        if not self.records:
+            return MemoryRecord.all_objects.none()
+        ids = self.record_ids
+        records = MemoryRecord.all_objects.filter(
+            tenant_id=self.tenant_id, project_id=self.project_id, id__gte=min(ids), id__lte=max(ids)
+        )
+        if self.kind == DeletionRequest.ScopeKind.SUBJECT:
+            return records.filter(subject_id=self.value)
+        if self.kind == DeletionRequest.ScopeKind.PREDICATE:
+            return records.filter(predicate=self.value)
+        return records.filter(memory_id__in=self.memory_ids)
 
 
 @dataclass
@@ -97,7 +147,10 @@ def job_for(progress: StoreProgress) -> Job:
 class Store:
     """A store a deletion must reach. Subclasses set `name` (at most 20 characters: the store row's
     column), `position` (where it runs and is reported among the stores) and `replayed` (whether a
-    restore's replay purges it again), and register themselves with `@register`."""
+    restore's replay purges it again), and register themselves with `@register`.
+
+    At acceptance a store hides its part with `hide_scope` (set-based), or with `find` then `hide` when it
+    overrides `hide`; otherwise its `find` waits for the purge (see the module's docstring)."""
 
     name: ClassVar[str]
     position: ClassVar[int]
@@ -106,8 +159,20 @@ class Store:
     def find(self, scope: Scope) -> Found:
         raise NotImplementedError
 
-    def hide(self, job: Job, now: datetime) -> int:
+    def hide_scope(self, scope: Scope, now: datetime) -> int:
+        """Stage 2 without targets, set-based, in the acceptance transaction: how many items were hidden.
+        A store that overrides this (or hides nothing) finds its targets when the purge starts."""
         return 0
+
+    def hide(self, job: Job, now: datetime) -> int:
+        """Stage 2 from the targets `find` recorded: a store that overrides this is found and hidden in the
+        acceptance transaction (a store whose copies cannot be selected by the scope, such as files)."""
+        return 0
+
+    @property
+    def hides_by_targets(self) -> bool:
+        """Whether stage 2 needs this store's targets (it overrides `hide`): then `find` runs at acceptance."""
+        return type(self).hide is not Store.hide
 
     def purge(self, job: Job) -> int:
         return 0

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.core.cache import cache
+from django.db import transaction
 
 from deletion.stores.base import Found, Job, Scope, Store, Verification, register
 from memory_admin.derived.caches import fact_key
 from memory_admin.derived.models import CacheEntry
+
+
+def _fact_keys(scope: Scope) -> set[str]:
+    """The cache key of each fact the scope's records belong to (one per fact, whatever its revisions)."""
+    facts = {(r.subject_id, r.predicate) for r in scope.records}
+    return {fact_key(scope.tenant_id, scope.project_key, subject, predicate) for subject, predicate in facts}
 
 
 @register
@@ -20,8 +29,24 @@ class CachesStore(Store):
 
     def find(self, scope: Scope) -> Found:
         keys = set(CacheEntry.objects.filter(records__in=scope.record_ids).values_list("key", flat=True))
-        keys |= {fact_key(scope.tenant_id, scope.project_key, r.subject_id, r.predicate) for r in scope.records}
+        keys |= _fact_keys(scope)
         return Found(len(keys), {"keys": sorted(keys)}, sorted(keys)[:5])
+
+    def hide_scope(self, scope: Scope, now: datetime) -> int:
+        """The keys `find` will target, evicted from the cache now and again after commit (a reader may refill
+        one from the old committed value in between). The manifests stay for the purge, which deletes them;
+        a read never trusts a key anyway (`caches.cached_answer` checks the tombstones)."""
+        manifests = CacheEntry.objects.filter(
+            tenant_id=scope.tenant_id,
+            id__in=CacheEntry.records.through.objects.filter(memoryrecord__in=scope.records_query()).values(
+                "cacheentry_id"
+            ),
+        )
+        keys = set(manifests.values_list("key", flat=True)) | _fact_keys(scope)
+        evicted = sorted(keys)
+        cache.delete_many(evicted)
+        transaction.on_commit(lambda: cache.delete_many(evicted))
+        return len(evicted)
 
     def purge(self, job: Job) -> int:
         keys = job.targets["keys"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from deletion.stores.base import Found, Job, Scope, Store, Verification, register
+from deletion.stores.base import REDACTION, Found, Job, Scope, Store, Verification, register
 from memory_admin.memory.models import AuditEvent, Dispute
 
 
@@ -33,10 +33,12 @@ class DisputesStore(Store):
             [p for _, p in found[:5]],
         )
 
-    def hide(self, job: Job, now: datetime) -> int:
-        marker = job.redaction
+    def hide_scope(self, scope: Scope, now: datetime) -> int:
+        # The disputes `find` targets, joined to the scope's records through the candidate links.
+        marker = REDACTION.format(request=scope.request_public_id)
+        links = Dispute.candidates.through.objects.filter(memoryrecord__in=scope.records_query())
         return (
-            Dispute.objects.filter(pk__in=job.targets["ids"])
+            Dispute.objects.filter(tenant_id=scope.tenant_id, id__in=links.values("dispute_id"))
             .exclude(resolution_reason="")
             .exclude(resolution_reason=marker)
             .update(resolution_reason=marker)

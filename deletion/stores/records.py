@@ -23,9 +23,12 @@ class RecordsStore(Store):
             len(scope.records), {"ids": scope.record_ids, "memory_ids": scope.memory_ids}, scope.memory_ids[:5]
         )
 
-    def hide(self, job: Job, now: datetime) -> int:
-        return MemoryRecord.all_objects.filter(pk__in=job.targets["ids"], tombstoned_at__isnull=True).update(
-            tombstoned_at=now, status=MemoryRecord.Status.DELETED, is_head=False
+    def hide_scope(self, scope: Scope, now: datetime) -> int:
+        # One UPDATE on the scope's condition (the subject's or predicate's index), not 10,000 ids.
+        return (
+            scope.records_query()
+            .filter(tombstoned_at__isnull=True)
+            .update(tombstoned_at=now, status=MemoryRecord.Status.DELETED, is_head=False)
         )
 
     def purge(self, job: Job) -> int:

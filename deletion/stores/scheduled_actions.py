@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from deletion.stores.base import Found, Job, Scope, Store, Verification, register
-from memory_admin.derived.models import ScheduledAction
+from memory_admin.derived.models import ActionBase, ScheduledAction
 
 
 @register
@@ -30,13 +30,15 @@ class ScheduledActionsStore(Store):
         ids = sorted(actions.values_list("id", flat=True))
         return Found(len(ids), {"ids": ids}, list(actions.values_list("public_id", flat=True)[:5]))
 
-    def hide(self, job: Job, now: datetime) -> int:
-        ids = job.targets["ids"]
-        ScheduledAction.objects.filter(pk__in=ids, status__in=self.ACTIVE).update(
-            status=ScheduledAction.Status.CANCELLED, status_changed_at=now
+    def hide_scope(self, scope: Scope, now: datetime) -> int:
+        # What `find` targets, joined to the scope's records through the base rows: two UPDATEs, no ids.
+        planned = ScheduledAction.objects.filter(
+            tenant_id=scope.tenant_id,
+            id__in=ActionBase.objects.filter(record__in=scope.records_query()).values("action_id"),
         )
-        return ScheduledAction.objects.filter(pk__in=ids).update(
-            status_reason=f"Withdrawn: planned from memory deleted by request {job.request_public_id}."
+        planned.filter(status__in=self.ACTIVE).update(status=ScheduledAction.Status.CANCELLED, status_changed_at=now)
+        return planned.update(
+            status_reason=f"Withdrawn: planned from memory deleted by request {scope.request_public_id}."
         )
 
     def purge(self, job: Job) -> int:

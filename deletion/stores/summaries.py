@@ -6,8 +6,8 @@ from datetime import datetime
 from typing import Any
 
 from deletion.stores.base import Found, Job, Scope, Store, Verification, register
-from memory_admin.derived.lineage import BaseRef, create_summary, regenerate_from
-from memory_admin.derived.models import Summary
+from memory_admin.derived.lineage import REGENERATORS, BaseRef, create_summary, regenerate_from
+from memory_admin.derived.models import Summary, SummaryBase
 
 
 def built_on(scope: Scope) -> Any:
@@ -32,15 +32,19 @@ class SummariesStore(Store):
             list(summaries.values_list("public_id", flat=True)[:5]),
         )
 
-    def hide(self, job: Job, now: datetime) -> int:
-        return Summary.objects.filter(pk__in=job.targets["ids"], hidden_at__isnull=True).update(
-            hidden_at=now, status=Summary.Status.WITHDRAWN, status_reason=f"Deletion {job.request_public_id}."
+    def hide_scope(self, scope: Scope, now: datetime) -> int:
+        # What `built_on` finds, as one UPDATE joined to the scope's records through the base rows.
+        uses = SummaryBase.objects.filter(record__in=scope.records_query()).values("summary_id")
+        return Summary.objects.filter(tenant_id=scope.tenant_id, id__in=uses, hidden_at__isnull=True).update(
+            hidden_at=now, status=Summary.Status.WITHDRAWN, status_reason=f"Deletion {scope.request_public_id}."
         )
 
     def purge(self, job: Job) -> int:
         deleted = set(job.targets["memory_ids"])
-        count = 0
-        for summary in Summary.objects.filter(pk__in=job.targets["ids"]).select_related("project", "created_by"):
+        targets = Summary.objects.filter(pk__in=job.targets["ids"])
+        # Only a summary of a kind with a regenerator can be rebuilt from its remaining bases: those one by
+        # one, first; then every target is deleted in one statement (and its base rows with it).
+        for summary in targets.filter(kind__in=list(REGENERATORS)).select_related("project", "created_by"):
             remaining = [b for b in summary.derived_from if b["memory_id"] not in deleted]
             text = regenerate_from(summary, remaining)
             if text is not None:
@@ -51,9 +55,8 @@ class SummariesStore(Store):
                     kind=summary.kind,
                     bases=[BaseRef(b["memory_id"], b["revision"]) for b in remaining],
                 )
-            summary.delete()
-            count += 1
-        return count
+        _, by_model = targets.delete()
+        return by_model.get(Summary._meta.label, 0)
 
     def verify(self, job: Job) -> Verification:
         rows = Summary.objects.filter(pk__in=job.targets["ids"]).count()

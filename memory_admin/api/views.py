@@ -51,7 +51,7 @@ class RecordViewSet(viewsets.GenericViewSet):
         query = _query(s.RecordListQuerySerializer, request)
         records = cast(RecordQuerySet, self.get_queryset())
         if "project_id" in query:
-            records = records.filter(project__key=query["project_id"])
+            records = records.in_project(principal_of(request).tenant_pk, query["project_id"])
         for name in ("subject_id", "predicate", "status"):
             if name in query:
                 records = records.filter(**{name: query[name]})

@@ -334,7 +334,7 @@ def _filtered_records(principal: Principal, data: dict[str, Any]) -> Any:
     if status != "all":
         records = records.filter(status=status)
     if data.get("project"):
-        records = records.filter(project__key=data["project"])
+        records = records.in_project(principal.tenant_pk, data["project"])
     if data.get("subject"):
         records = records.filter(subject_id=data["subject"])
     if data.get("predicate"):
@@ -437,6 +437,9 @@ def record_list(request: HttpRequest) -> HttpResponse:
         "select_all": request.GET.get("select") == "all",
         "can_curate": principal.can_curate,
         "now": timezone.now(),
+        # Each row links to `dashboard:record` as this prefix + memory_id + "/" (the template quotes the id):
+        # one reverse() per page rather than one per row.
+        "records_url": reverse("dashboard:records"),
     }
     return render(request, partial(request, "dashboard/records.html", "table"), context)
 

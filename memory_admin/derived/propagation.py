@@ -7,13 +7,14 @@ transaction; what lies outside the database (cache keys, vector entries) is chan
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from django.core.cache import cache
 from django.db import connection, transaction
+from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 from memory_admin.derived import task_refs
@@ -203,6 +204,95 @@ _HANDLERS: list[tuple[str, Callable[[_Run], None]]] = [
     ("contexts", _notify_contexts),
     ("caches", _evict_caches),
 ]
+
+
+# The kinds of dependant `propagate_set` visits, in this order; and the notices alone (to agents holding
+# copies in their contexts), what a deletion's acceptance asks of it (its stores do the rest).
+SET_KINDS = ("summaries", "actions", "contexts", "caches")
+NOTICES = ("contexts",)
+
+
+def propagate_set(
+    records: QuerySet[MemoryRecord],
+    *,
+    tenant_id: int,
+    reason: str,
+    now: datetime,
+    kinds: Collection[str] = SET_KINDS,
+) -> PropagationResult:
+    """`propagate` for records named by one condition (a deletion's scope, thousands of records): one or two
+    statements per kind of dependant, each joined to `records` as a subquery, never one per record and
+    never a list of record ids.
+
+    `kinds` chooses among summaries (→ stale, regenerated after commit), actions (→ suspended), contexts
+    (→ one notice per loaded copy) and caches (→ evicted now and after commit), as `propagate` does them.
+    Vector entries are left to the caller, and no Propagation row is written: what was done stays on each
+    dependant (its status and reason, the notice, `evicted_at`). A deletion, the caller, purges the records
+    and their propagation rows with them, and reports each store itself.
+    """
+    result = PropagationResult()
+    if "summaries" in kinds:
+        uses = SummaryBase.objects.filter(record__in=records, summary__status=Summary.Status.CURRENT)
+        result.summaries = sorted(set(uses.values_list("summary_id", flat=True)))
+        if result.summaries:
+            Summary.objects.filter(id__in=uses.values("summary_id"), status=Summary.Status.CURRENT).update(
+                status=Summary.Status.STALE, status_reason=reason, status_changed_at=now
+            )
+            enqueue_after_commit(task_refs.regenerate_summaries(), result.summaries)
+    if "actions" in kinds:
+        planned = ActionBase.objects.filter(record__in=records, action__status=ScheduledAction.Status.SCHEDULED)
+        result.actions = sorted(set(planned.values_list("action_id", flat=True)))
+        if result.actions:
+            ScheduledAction.objects.filter(
+                id__in=planned.values("action_id"), status=ScheduledAction.Status.SCHEDULED
+            ).update(status=ScheduledAction.Status.SUSPENDED, status_reason=reason, status_changed_at=now)
+    if "contexts" in kinds:
+        result.notices = _notify_loaded_copies(records, tenant_id, reason, now)
+    if "caches" in kinds:
+        result.cache_keys = _evict_cached(records, now)
+    return result
+
+
+def _notify_loaded_copies(records: QuerySet[MemoryRecord], tenant_id: int, reason: str, now: datetime) -> int:
+    """One notice per loaded copy of `records` in a context that has not expired and has none yet: one
+    SELECT, one INSERT."""
+    noticed = Invalidation.objects.filter(load_id=OuterRef("load_id"), record_id=OuterRef("record_id"))
+    copies = ContextItem.objects.filter(record__in=records, load__expires_at__gt=now).exclude(Exists(noticed))
+    loaded = copies.values_list(
+        "load_id", "load__agent_id", "record_id", "record__memory_id", "record__superseded_by_id", "revision"
+    )
+    notices = [
+        Invalidation(
+            public_id=new_public_id(Invalidation.public_prefix),
+            tenant_id=tenant_id,
+            agent_id=agent_id,
+            load_id=load_id,
+            record_id=record_id,
+            memory_id=memory_id,
+            revision=revision,
+            reason=reason,
+            successor_id=successor_id,
+            created_at=now,
+        )
+        for load_id, agent_id, record_id, memory_id, successor_id, revision in loaded
+    ]
+    # A concurrent propagation may have sent one of them since the SELECT: the constraint keeps it once.
+    Invalidation.objects.bulk_create(notices, ignore_conflicts=True)
+    return len(notices)
+
+
+def _evict_cached(records: QuerySet[MemoryRecord], now: datetime) -> list[str]:
+    """The cache keys whose manifest names one of `records`: marked evicted (one UPDATE) and deleted from
+    the cache now and again after commit, as `_evict_caches` does."""
+    links = CacheEntry.records.through.objects.filter(memoryrecord__in=records).values("cacheentry_id")
+    entries = CacheEntry.objects.filter(id__in=links, evicted_at__isnull=True)
+    keys = sorted(entries.values_list("key", flat=True))
+    if not keys:
+        return []
+    entries.update(evicted_at=now)
+    cache.delete_many(keys)
+    transaction.on_commit(lambda: cache.delete_many(keys))
+    return keys
 
 
 def refresh_vectors_after_commit(records: Sequence[MemoryRecord]) -> None:

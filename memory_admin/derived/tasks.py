@@ -5,7 +5,11 @@ A door: it imports the domain; the domain queues these tasks by name (`task_refs
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from datetime import datetime
+from typing import Any
 
 from celery import shared_task
 from django.db import transaction
@@ -14,9 +18,16 @@ from django.utils import timezone
 
 from memory_admin.derived.lineage import regenerate_summary
 from memory_admin.derived.models import Propagation, Summary
-from memory_admin.derived.vectors import VectorEntry, get_index
+from memory_admin.derived.vectors import VectorEntry, VectorIndex, get_index
 from memory_admin.memory.models import MemoryRecord
 from memory_admin.queueing import enqueue_batched_after_commit
+
+logger = logging.getLogger(__name__)
+
+# A process asks for an ANN index build at most this often (the task itself is idempotent).
+ANN_CHECK_SECONDS = 300.0
+_ann_checked_at: dict[int, float] = {}
+_ann_checked_lock = threading.Lock()
 
 # The Propagation action that marks a record's vector entry as refreshed once its valid_from passed.
 CAME_INTO_EFFECT = "marked_usable"
@@ -52,7 +63,43 @@ def refresh_record_vectors(memory_ids: list[str]) -> int:
             for r in records
         ]
     )
+    try:
+        queue_ann_index_build_if_due(get_index())
+    except Exception:  # the entries are written; a failed size check must not fail (and retry) the refresh
+        logger.warning("could not check whether the vector table needs an ANN index", exc_info=True)
     return len(records)
+
+
+def queue_ann_index_build_if_due(index: VectorIndex, *, now: float | None = None) -> bool:
+    """Queue `build_vector_ann_index` when the table has passed `VECTOR_ANN_MIN_ROWS` without an index
+    (or with many rows added since). Checked at most every ANN_CHECK_SECONDS per process; returns
+    whether the task was queued."""
+    moment = time.monotonic() if now is None else now
+    with _ann_checked_lock:
+        last = _ann_checked_at.get(id(index))
+        if last is not None and moment - last < ANN_CHECK_SECONDS:
+            return False
+        _ann_checked_at[id(index)] = moment
+    if not index.needs_ann_index():
+        return False
+    build_vector_ann_index.delay()
+    return True
+
+
+@shared_task(autoretry_for=(OSError,), retry_backoff=True, max_retries=3)
+def build_vector_ann_index(force: bool = False) -> dict[str, Any] | None:
+    """Build the ANN index once the vector table has `VECTOR_ANN_MIN_ROWS` rows, or add the rows written
+    since to it. Idempotent; one build at a time per index folder (a second run returns None at once).
+    `force` rebuilds whatever the size. Returns the index's description, or None when nothing was done."""
+    index = get_index()
+    if not force and not index.needs_ann_index():
+        return None
+    with index.ann_build_lock() as acquired:
+        if not acquired:
+            return None
+        if force or index.ann_index() is None:
+            return index.build_ann_index()
+        return index.update_ann_index()
 
 
 def mark_records_in_effect(now: datetime | None = None, *, limit: int = 5000) -> list[str]:

@@ -13,6 +13,16 @@ its text and embedding. Several processes (web workers, Celery workers) open the
 * Removing old versions while another process reads or commits against one of them breaks that
   process, so operations hold a shared `flock` on ``<path>/.lock`` and `compact_and_cleanup` takes it
   exclusively.
+* Exact (flat) search is fine up to a few hundred thousand rows. Past `settings.VECTOR_ANN_MIN_ROWS`
+  the Celery task `build_vector_ann_index` builds an ANN index (IVF-PQ, cosine) with
+  `build_ann_index`; searches then probe `VECTOR_ANN_NPROBES` partitions (more when a narrow filter
+  leaves too few candidates) and re-rank `VECTOR_ANN_REFINE_FACTOR` x k candidates by their exact
+  distance, so scores stay exact cosine similarities and the filter (tenant, project, usable, kind)
+  is applied before the search, as without the index.
+* Index files hold the indexed rows' ids and compressed vectors. A provable deletion therefore also
+  rewrites the data fragments that still carry soft-deleted rows (Lance keeps them in the data file
+  behind a deletion file until the fragment is rewritten) and rebuilds the ANN index from the live rows
+  only, before removing old versions: see `compact_and_cleanup` and `disk_check`.
 
 Values interpolated into LanceDB's SQL filter strings go through `sql_str` / `sql_int`: object ids
 come from users.
@@ -43,6 +53,7 @@ from memory_admin.derived.embedding import Embedder, get_embedder
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "ANN_INDEX_NAME",
     "KINDS",
     "EmbedderMismatchError",
     "Hit",
@@ -63,6 +74,10 @@ _EMBEDDER_KEY = b"memory_admin.embedder"
 _CHUNK = 500
 _WRITE_ATTEMPTS = 6
 _T = TypeVar("_T")
+# LanceDB's name for an index on the ``vector`` column.
+ANN_INDEX_NAME = "vector_idx"
+# Lance row ids are row addresses when stable row ids are off: fragment id in the high 32 bits.
+_FRAGMENT_SHIFT = 32
 
 
 class EmbedderMismatchError(RuntimeError):
@@ -149,6 +164,27 @@ def _default_path() -> Path:
     if configured:
         return Path(configured)
     return Path(settings.VAR_DIR) / "vectors"
+
+
+def _setting(name: str, default: int) -> int:
+    return int(getattr(settings, name, default))
+
+
+def _iso(moment: Any) -> str | None:
+    return moment.isoformat() if moment is not None else None
+
+
+def _default_partitions(rows: int) -> int:
+    """IVF partitions for `rows` rows: about 4,000 rows each (250 at a million rows), 1 to 4,096."""
+    return max(1, min(4096, rows // 4000))
+
+
+def _default_sub_vectors(dim: int) -> int:
+    """PQ sub-vectors of 8 dimensions each (32 for 256), or the nearest split `dim` divides into."""
+    for width in (8, 4, 2, 1):
+        if dim % width == 0:
+            return dim // width
+    return 1  # pragma: no cover - width 1 always divides
 
 
 _ENTRY_COLUMNS = ["entry_id", "tenant_id", "project_id", "kind", "object_id", "revision", "text", "usable"]
@@ -304,6 +340,14 @@ class VectorIndex:
         if written != len(batch):
             raise ValueError(f"{len(batch) - written} entry id(s) belong to another tenant; they were not written")
 
+    def bulk_add(self, rows: pa.Table) -> None:
+        """Append rows already in the table's schema, vectors included (benchmarks, bulk loads).
+
+        No embedding and no de-duplication by `entry_id`: the caller guarantees new, unique ids.
+        """
+        data = rows.cast(self.schema) if rows.schema != self.schema else rows
+        self._write(lambda t: t.add(data))
+
     def _refuse_cross_tenant(self, batch: list[VectorEntry]) -> None:
         """entry_id is unique across the whole index: refuse to move a row from one tenant to another."""
         tenant_of = {entry.entry_id: entry.tenant_id for entry in batch}
@@ -358,7 +402,40 @@ class VectorIndex:
         """Top-`k` rows by cosine similarity to `text`, among the tenant's (and project's) rows.
 
         The filter is applied before the nearest-neighbour search (prefilter), so `k` hits come back
-        whenever `k` rows match the filter.
+        whenever `k` rows match the filter, with or without the ANN index (see `search_vector`).
+        """
+        if k <= 0:
+            return []
+        return self.search_vector(
+            self.embedder.embed([text])[0],
+            tenant_id=tenant_id,
+            project_id=project_id,
+            k=k,
+            usable_only=usable_only,
+            kind=kind,
+        )
+
+    def search_vector(
+        self,
+        vector: Sequence[float],
+        *,
+        tenant_id: int,
+        project_id: str | None,
+        k: int,
+        usable_only: bool = True,
+        kind: str | None = None,
+        exact: bool = False,
+        nprobes: int | None = None,
+        refine_factor: int | None = None,
+    ) -> list[Hit]:
+        """`search` for an already embedded query.
+
+        With an ANN index on the table (and `exact` false) the index proposes candidates: at least
+        `nprobes` partitions are probed, and more (up to all) while the prefiltered candidates are fewer
+        than `k`, so a small tenant in a large table still gets its `k` nearest rows; then
+        `refine_factor` x `k` candidates are re-ranked by their exact distance. Scores are exact cosine
+        similarities either way. Rows added since the index was built are searched exactly and merged
+        in. `exact` bypasses the index (the reference the benchmark measures recall against).
         """
         if k <= 0:
             return []
@@ -370,17 +447,27 @@ class VectorIndex:
         if kind is not None:
             conditions.append(f"kind = {sql_str(kind)}")
         where = " AND ".join(conditions)
-        query_vector = self.embedder.embed([text])[0]
+        probes = int(nprobes if nprobes is not None else _setting("VECTOR_ANN_NPROBES", 20))
+        refine = int(refine_factor if refine_factor is not None else _setting("VECTOR_ANN_REFINE_FACTOR", 10))
+        query_vector = [float(x) for x in vector]
 
         def run(table: Any) -> pa.Table:
-            return (
+            query = (
                 table.search(query_vector, vector_column_name="vector")
                 .distance_type("cosine")
                 .where(where, prefilter=True)
                 .select(["entry_id", "kind", "object_id", "revision", "usable", "text", "_distance"])
                 .limit(k)
-                .to_arrow()
             )
+            if exact:
+                query = query.bypass_vector_index()
+            else:
+                # Ignored by a flat scan (no index yet). maximum_nprobes 0: no cap when a narrow filter
+                # leaves fewer than k candidates in the first partitions.
+                query = query.minimum_nprobes(max(1, probes)).maximum_nprobes(0)
+                if refine > 0:
+                    query = query.refine_factor(refine)
+            return query.to_arrow()
 
         rows = self._read(run).to_pylist()
         hits = [
@@ -417,23 +504,201 @@ class VectorIndex:
 
     # --- maintenance and deletion verification ----------------------------------------------------
 
-    def compact_and_cleanup(self) -> dict[str, int]:
-        """Rewrite data files without deleted rows and remove every old version.
+    def compact_and_cleanup(self, *, rebuild_ann: bool = True) -> dict[str, Any]:
+        """Physically remove deleted rows: from the data files, the ANN index and every old version.
 
-        Afterwards only the latest version exists, so a deleted row is physically gone. Takes the
-        exclusive lock: other processes' operations on this index wait until it is done.
+        1. `optimize`: compaction merges small fragments (dropping their deleted rows) and remaps the
+           indexes; old versions are removed.
+        2. A fragment that still carries a deletion file keeps its deleted rows in its data file (Lance
+           only rewrites fragments past a deleted fraction); its live rows are rewritten into a new
+           fragment, which drops the old one whole.
+        3. If there is an ANN index, it is rebuilt from the live rows (when `rebuild_ann`, the default,
+           or when rows were rewritten), so no index file holds a deleted row's id or compressed vector.
+           At a million rows this is the slow step (see bench/vectors.py for the build time).
+        4. Old versions (and the files only they referenced: data, deletion and index files) are removed.
+
+        Afterwards only the latest version exists. Takes the exclusive lock: other processes'
+        operations on this index wait until it is done.
         """
         table = self._open_table()
         with self._flock(exclusive=True):
             before = len(table.list_versions())
-            with warnings.catch_warnings():
-                # LanceDB warns that cleanup_older_than=0 breaks concurrent users; the lock covers that.
-                warnings.filterwarnings("ignore", message=r".*cleanup_older_than.*")
+            self._optimize_all(table)
+            rewritten = self._rewrite_fragments_with_deletions(table)
+            ann = self._ann_info(table)
+            rebuilt = False
+            if ann is not None and (rebuild_ann or rewritten):
+                self._create_ann(table, rows=int(table.count_rows()))
+                rebuilt = True
+            if rewritten or rebuilt:
+                self._optimize_all(table)
+            after = len(table.list_versions())
+            return {
+                "versions_before": before,
+                "versions_after": after,
+                "version": int(table.version),
+                "rows_rewritten": rewritten,
+                "ann_index_rebuilt": rebuilt,
+            }
+
+    def _optimize_all(self, table: Any) -> None:
+        """`optimize` with every old version removed; repeated because optimize's own index update
+        commits after its cleanup step (leaving one older version behind)."""
+        with warnings.catch_warnings():
+            # LanceDB warns that cleanup_older_than=0 breaks concurrent users; the lock covers that.
+            warnings.filterwarnings("ignore", message=r".*cleanup_older_than.*")
+            for _ in range(3):
                 # delete_unverified: no transaction can be in flight under the exclusive lock, so
                 # files of crashed writes can go too.
                 table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
-            after = len(table.list_versions())
-            return {"versions_before": before, "versions_after": after, "version": int(table.version)}
+                if len(table.list_versions()) == 1:
+                    return
+
+    def _deletion_files(self) -> list[Path]:
+        folder = self.path / f"{TABLE_NAME}.lance" / "_deletions"
+        return sorted(f for f in folder.iterdir() if f.is_file()) if folder.is_dir() else []
+
+    def _rewrite_fragments_with_deletions(self, table: Any) -> int:
+        """Rewrite the live rows of every fragment that has a deletion file; returns the rows rewritten.
+
+        The fragment id is the first field of a deletion file's name (``<fragment>-<version>-<id>``); a
+        no-op update of the fragment's row-address range moves its live rows into a new fragment.
+        """
+        fragments = set()
+        for file in self._deletion_files():
+            head = file.name.split("-", 1)[0]
+            if head.isdigit():
+                fragments.add(int(head))
+        rewritten = 0
+        for fragment in sorted(fragments):
+            low, high = fragment << _FRAGMENT_SHIFT, (fragment + 1) << _FRAGMENT_SHIFT
+            where = f"_rowid >= {low} AND _rowid < {high}"
+            if table.count_rows(where) == 0:
+                continue
+            result = table.update(where=where, values_sql={"revision": "revision"})
+            rewritten += int(result.rows_updated)
+        return rewritten
+
+    # --- the ANN index ----------------------------------------------------------------------------
+
+    def _ann_info(self, table: Any) -> dict[str, Any] | None:
+        for config in table.list_indices():
+            if list(config.columns) == ["vector"]:
+                return {
+                    "name": config.name,
+                    "index_type": str(config.index_type),
+                    "uuid": str(config.index_uuid),
+                    "created_at": _iso(getattr(config, "created_at", None)),
+                    "indexed_rows": int(config.num_indexed_rows or 0),
+                    "unindexed_rows": int(config.num_unindexed_rows or 0),
+                    "segments": int(getattr(config, "num_segments", 1) or 1),
+                }
+        return None
+
+    @contextlib.contextmanager
+    def ann_build_lock(self) -> Iterator[bool]:
+        """Non-blocking lock for one ANN build at a time per index folder; yields False if taken."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path / ".ann-build.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            yield True
+        finally:
+            os.close(fd)
+
+    def ann_index(self) -> dict[str, Any] | None:
+        """The ANN index on ``vector`` (name, type, uuid, indexed and unindexed rows), or None."""
+        return self._read(self._ann_info)
+
+    def needs_ann_index(self, min_rows: int | None = None) -> bool:
+        """Whether the table has reached `min_rows` (default `VECTOR_ANN_MIN_ROWS`) without an index,
+        or has an index and as many unindexed rows again as a tenth of the indexed ones."""
+        threshold = int(min_rows if min_rows is not None else _setting("VECTOR_ANN_MIN_ROWS", 250_000))
+
+        def check(table: Any) -> bool:
+            rows = int(table.count_rows())
+            if rows < max(1, threshold):
+                return False
+            ann = self._ann_info(table)
+            return ann is None or ann["unindexed_rows"] >= max(1, ann["indexed_rows"] // 10)
+
+        return self._read(check)
+
+    def _create_ann(
+        self, table: Any, *, rows: int, num_partitions: int | None = None, num_sub_vectors: int | None = None
+    ) -> None:
+        from lancedb.index import IvfPq
+
+        partitions = num_partitions or int(_setting("VECTOR_ANN_PARTITIONS", 0)) or _default_partitions(rows)
+        sub_vectors = (
+            num_sub_vectors or int(_setting("VECTOR_ANN_SUB_VECTORS", 0)) or _default_sub_vectors(self.embedder.dim)
+        )
+        table.create_index(
+            "vector",
+            config=IvfPq(distance_type="cosine", num_partitions=partitions, num_sub_vectors=sub_vectors),
+            replace=True,
+            name=ANN_INDEX_NAME,
+        )
+
+    def build_ann_index(
+        self, *, num_partitions: int | None = None, num_sub_vectors: int | None = None
+    ) -> dict[str, Any]:
+        """(Re)build the IVF-PQ index over every row; searches keep working during the build (they
+        use the previous index, or scan) and switch when it commits. Returns `ann_index()` after it."""
+
+        def build(table: Any) -> dict[str, Any] | None:
+            self._create_ann(
+                table, rows=int(table.count_rows()), num_partitions=num_partitions, num_sub_vectors=num_sub_vectors
+            )
+            return self._ann_info(table)
+
+        info = self._write(build)
+        if info is None:  # pragma: no cover - create_index raises instead
+            raise RuntimeError("the ANN index was not created")
+        return info
+
+    def update_ann_index(self) -> dict[str, Any] | None:
+        """Add rows written since the index was built to it (`optimize`; old versions younger than
+        LanceDB's default retention are kept, so concurrent readers are safe)."""
+
+        def update(table: Any) -> dict[str, Any] | None:
+            table.optimize()
+            return self._ann_info(table)
+
+        return self._write(update)
+
+    def disk_check(self) -> dict[str, Any]:
+        """What the index directory holds beyond the live rows of the latest version.
+
+        * ``versions``: table versions on disk (each can bring back rows it saw);
+        * ``deletion_files``: fragments whose data file still holds soft-deleted rows;
+        * ``unreferenced_index_dirs``: index folders no retained version uses (stale index files);
+        * ``ann_index``: the ANN index of the latest version (uuid, build time, row counts), or None.
+        """
+
+        def scan(table: Any) -> dict[str, Any]:
+            pinned = self._connect().open_table(TABLE_NAME)
+            versions = table.list_versions()
+            referenced: set[str] = set()
+            for info in versions:
+                pinned.checkout(info["version"])
+                referenced.update(str(config.index_uuid) for config in pinned.list_indices())
+            folder = self.path / f"{TABLE_NAME}.lance" / "_indices"
+            on_disk = sorted(d.name for d in folder.iterdir() if d.is_dir()) if folder.is_dir() else []
+            return {
+                "versions": len(versions),
+                "live_rows": int(table.count_rows()),
+                "deletion_files": len(self._deletion_files()),
+                "index_dirs": len(on_disk),
+                "unreferenced_index_dirs": [d for d in on_disk if d not in referenced],
+                "ann_index": self._ann_info(table),
+            }
+
+        return self._read(scan)
 
     def contains_text(self, fragment: str) -> bool:
         """Whether any row of the current version has `fragment` in its text."""
@@ -462,14 +727,14 @@ class VectorIndex:
 
         return self._read(scan)
 
-    def files_contain(self, fragment: str) -> bool:
-        """Whether any file under the index directory contains `fragment`'s UTF-8 bytes.
+    def files_contain(self, fragment: str | bytes) -> bool:
+        """Whether any file under the index directory contains `fragment`'s UTF-8 bytes (or these bytes).
 
         Best effort: Lance may compress or dictionary-encode strings, so False is only conclusive
         together with `rows_in_any_version`; True means some file (data, old version, transaction
         log) still holds the bytes.
         """
-        needle = fragment.encode()
+        needle = fragment.encode() if isinstance(fragment, str) else fragment
         with self._flock(exclusive=False):
             for file in self.path.rglob("*"):
                 if file.is_file() and file.name != ".lock" and needle in file.read_bytes():

@@ -17,11 +17,11 @@ from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Max, Q, Subquery
+from django.db.models import Max
 from django.utils import timezone
 
 from memory_admin.accounts.models import Principal, Tenant
-from memory_admin.memory import audit, hooks, task_failures, validation
+from memory_admin.memory import audit, hooks, rows, task_failures, validation
 from memory_admin.memory.errors import (
     DisputeOpen,
     ExpectedRevisionRequired,
@@ -32,7 +32,7 @@ from memory_admin.memory.errors import (
     RevisionConflict,
 )
 from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord, Project, new_public_id
-from memory_admin.memory.policies import authorize_issuer, policy_for
+from memory_admin.memory.policies import authorize_issuer, locked_policy_for, policy_for
 from memory_admin.memory.ranking import compare_source_revisions, record_rank, source_rank
 
 Status = MemoryRecord.Status
@@ -164,6 +164,19 @@ def _cut_overlapping(
             .for_fact(new.project, new.subject_id, new.predicate)
             .filter(status=Status.ACCEPTED)
         )
+    changed = _cut(new, now, accepted)
+    for old in changed:
+        _update(deferred, old, list(_CUT_FIELDS))
+    _beliefs_ended(new, now, changed, deferred)
+    return changed
+
+
+# What `_cut` may change on a record it cuts.
+_CUT_FIELDS = ["valid_to", "valid_to_recorded_at", "superseded_by", "status", "recorded_to"]
+
+
+def _cut(new: MemoryRecord, now: datetime, accepted: Sequence[MemoryRecord]) -> list[MemoryRecord]:
+    """`_cut_overlapping`'s decision, in memory: the rows cut (changed, not saved)."""
     changed = []
     for old in accepted:
         if old.pk == new.pk or old.status != Status.ACCEPTED:
@@ -177,14 +190,18 @@ def _cut_overlapping(
         if old.valid_to <= now:
             old.status = Status.SUPERSEDED
             old.recorded_to = now
-        _update(deferred, old, ["valid_to", "valid_to_recorded_at", "superseded_by", "status", "recorded_to"])
         changed.append(old)
+    return changed
+
+
+def _beliefs_ended(
+    new: MemoryRecord, now: datetime, changed: list[MemoryRecord], deferred: DeferredWrites | None
+) -> None:
     ended = [old for old in changed if old.status == Status.SUPERSEDED]
     if deferred is not None:
         deferred.belief_ended(ended)
     else:
         hooks.belief_ended(ended, reason=f"Superseded by {new.memory_id} (revision {new.revision}).", now=now)
-    return changed
 
 
 _PROJECT_IDS: dict[tuple[int, str], int] = {}
@@ -222,7 +239,7 @@ class DeferredWrites(Protocol):
 
 def _update(deferred: DeferredWrites | None, record: MemoryRecord, fields: list[str]) -> None:
     if deferred is None:
-        record.save(update_fields=fields)
+        rows.update(record, fields)
     else:
         deferred.update(record, fields)
 
@@ -251,6 +268,8 @@ class _Write:
     next_revision: int
     # Set by memory.batch: the writes are collected and made in bulk (see DeferredWrites).
     deferred: DeferredWrites | None = None
+    # The id the version this write inserts takes, drawn with the lock (PostgreSQL, one assertion); else None.
+    new_pk: int | None = None
 
 
 def _new_record(w: _Write, *, status: str, **fields: Any) -> MemoryRecord:
@@ -258,7 +277,8 @@ def _new_record(w: _Write, *, status: str, **fields: Any) -> MemoryRecord:
     if w.deferred is not None:
         w.deferred.insert(record)
         return record
-    record.save(force_insert=True)
+    record.pk = w.new_pk
+    rows.insert(record)
     _records_changed(record)
     return record
 
@@ -326,22 +346,24 @@ def assert_fact(
        `expected_revision` (missing → 428, stale → 409); the old version keeps its history.
 
     Steps 3-6 are `decide()`; each of its outcomes has one apply function. The layers above check the
-    assertion (`hooks.check_assertion`, e.g. unknown event ids → 400) before the transaction, and guard it
-    (`hooks.guard_assertion`, e.g. a tombstone → 410) inside it, before anything is written.
+    assertion (`hooks.check_assertion`, e.g. unknown event ids → 400, part of step 1) before the transaction,
+    and guard it (`hooks.guard_assertion`, e.g. a tombstone → 410) inside it, before anything is written.
+
+    Steps 2-6 run in the write's transaction, with the fact key locked: on PostgreSQL the lock, the field's
+    policy and the id of the version to write come in one round trip (`policies.locked_policy_for`), and a
+    supersession writes the old head once, before the new one (see `_apply_supersede`).
 
     `now` fixes the clock (demo data, conformance cases); `verified_at` is set only by callers that
     fetched the value from the field's canonical source.
     """
     validate_assertion(a)
     tenant: Tenant = principal.require_tenant
-    policy = policy_for(tenant, a.project_id, a.predicate)
-    authorize_issuer(principal, policy)
     write = fact_write(tenant.pk, a)
     hooks.check_assertion(write)
     now = now or timezone.now()
     try:
         with hooks.write_scope("assert_fact", principal.name), transaction.atomic():
-            return _assert_locked(principal, tenant, a, write, policy, now, verified_at, memory_id)
+            return _assert_locked(principal, tenant, a, write, now, verified_at, memory_id)
     except IntegrityError as exc:
         # A constraint caught a race the lock did not (e.g. another process without the lock).
         raise RevisionConflict(f"The fact changed while this write was applied ({exc.__class__.__name__}).") from None
@@ -352,17 +374,41 @@ def _assert_locked(
     tenant: Tenant,
     a: Assertion,
     write: hooks.FactWrite,
-    policy: FieldPolicy | None,
     now: datetime,
     verified_at: datetime | None,
     memory_id: str,
 ) -> AssertResult:
     project = project_for(tenant, a.project_id)
-    lock_fact(tenant.pk, a.project_id, a.subject_id, a.predicate)
+    policy, new_pk = _lock_fact_and_read_policy(tenant.pk, a)
+    authorize_issuer(principal, policy)
     hooks.guard_assertion(write)
-    w = _read_fact(principal, a, project, policy, now, verified_at, memory_id)
+    w = _read_fact(principal, a, project, policy, now, verified_at, memory_id, new_pk)
     decision = decide(w)
     return _APPLY[decision.step](w, decision)
+
+
+def _lock_fact_and_read_policy(tenant_id: int, a: Assertion) -> tuple[FieldPolicy | None, int | None]:
+    """`lock_fact` and the field's policy; on PostgreSQL in one round trip, with the id the version this write
+    may insert will take (None elsewhere: the insert gets its id from the database)."""
+    if connection.vendor != "postgresql":
+        lock_fact(tenant_id, a.project_id, a.subject_id, a.predicate)
+        return policy_for(tenant_id, a.project_id, a.predicate), None
+    key = fact_lock_key(tenant_id, a.project_id, a.subject_id, a.predicate)
+    return locked_policy_for(tenant_id, a.project_id, a.predicate, key)
+
+
+def _fact_rows_sql() -> str:
+    """`_read_fact`'s statement, spelled out: the fact's live head and accepted rows, locked, each with the fact's
+    highest revision. Building it with the ORM on every write cost more Python time than its round trip."""
+    table = MemoryRecord._meta.db_table
+    key = "{t}.tenant_id = %s AND {t}.project_id = %s AND {t}.subject_id = %s AND {t}.predicate = %s"
+    locking = " FOR UPDATE OF r" if connection.features.has_select_for_update_of else ""
+    # Revisions are unique over every row of the fact, tombstoned ones awaiting purge included.
+    return (
+        f"SELECT r.*, (SELECT MAX(v.revision) FROM {table} v WHERE {key.format(t='v')}) AS max_revision"
+        f" FROM {table} r WHERE {key.format(t='r')} AND r.tombstoned_at IS NULL"
+        f" AND (r.is_head OR r.status = %s){locking}"
+    )
 
 
 def _read_fact(
@@ -373,16 +419,12 @@ def _read_fact(
     now: datetime,
     verified_at: datetime | None,
     memory_id: str,
+    new_pk: int | None = None,
 ) -> _Write:
     """The fact's head, its accepted rows (locked) and its next revision, in one round trip."""
-    facts = MemoryRecord.objects.for_fact(project, a.subject_id, a.predicate)
-    # Revisions are unique over every row of the fact, tombstoned ones awaiting purge included.
+    key = [project.tenant_id, project.pk, a.subject_id, a.predicate]
+    locked = list(MemoryRecord.objects.raw(_fact_rows_sql(), [*key, *key, Status.ACCEPTED]))
     every_version = MemoryRecord.all_objects.for_fact(project, a.subject_id, a.predicate)
-    locked = list(
-        facts.select_for_update()
-        .filter(Q(is_head=True) | Q(status=Status.ACCEPTED))
-        .annotate(max_revision=Subquery(every_version.order_by("-revision").values("revision")[:1]))
-    )
     if locked:
         next_revision = locked[0].max_revision + 1  # type: ignore[attr-defined]
     else:  # a new fact, or one whose rows are all tombstoned and awaiting purge
@@ -398,6 +440,7 @@ def _read_fact(
         locked=locked,
         head=next((r for r in locked if r.is_head), None),
         next_revision=next_revision,
+        new_pk=new_pk,
     )
 
 
@@ -552,16 +595,16 @@ def _apply_supersede(w: _Write, decision: Decision) -> AssertResult:
     head, now = w.head, w.now
     assert head is not None
     before = audit.snapshot(head)
-    head.is_head = False
-    _update(w.deferred, head, ["is_head"])
-    record = _new_record(w, status=Status.ACCEPTED, entered_current=True, is_head=True)
-    if head.status != Status.ACCEPTED:
-        # An excluded or expired head: it stays as it is, now with a successor.
-        head.superseded_by = record
-        if head.status == Status.EXPIRED:
-            head.status = Status.SUPERSEDED
-        _update(w.deferred, head, ["superseded_by", "status"])
-    _cut_overlapping(record, now, accepted=w.locked, deferred=w.deferred)
+    if w.new_pk is not None and w.deferred is None:
+        record = _supersede_in_one_update(w, head)
+    else:
+        head.is_head = False
+        _update(w.deferred, head, ["is_head"])
+        record = _new_record(w, status=Status.ACCEPTED, entered_current=True, is_head=True)
+        _succeed_inactive_head(head, record)
+        if head.status != Status.ACCEPTED:
+            _update(w.deferred, head, ["superseded_by", "status"])
+        _cut_overlapping(record, now, accepted=w.locked, deferred=w.deferred)
     _audit_events(
         w,
         [
@@ -577,6 +620,37 @@ def _apply_supersede(w: _Write, decision: Decision) -> AssertResult:
         ],
     )
     return AssertResult(Outcome.CREATED, record)
+
+
+def _succeed_inactive_head(head: MemoryRecord, record: MemoryRecord) -> None:
+    if head.status != Status.ACCEPTED:
+        # An excluded or expired head: it stays as it is, now with a successor.
+        head.superseded_by = record
+        if head.status == Status.EXPIRED:
+            head.status = Status.SUPERSEDED
+
+
+def _supersede_in_one_update(w: _Write, head: MemoryRecord) -> MemoryRecord:
+    """`_apply_supersede` when the new version's id is known before it is inserted (`_Write.new_pk`): every change
+    to the old head (no longer the head, its successor, the cut of its validity) is one UPDATE, made before the
+    INSERT (one head per fact key is a unique index, checked at once; the successor foreign key and the one
+    belief per valid instant are checked at commit). The same decisions as the three-statement path."""
+    record = build_record(w, status=Status.ACCEPTED, entered_current=True, is_head=True)
+    record.pk = w.new_pk
+    fields = {head.pk: {"is_head"} | ({"superseded_by", "status"} if head.status != Status.ACCEPTED else set())}
+    head.is_head = False
+    _succeed_inactive_head(head, record)
+    changed = _cut(record, w.now, w.locked)
+    for old in changed:
+        fields.setdefault(old.pk, set()).update(_CUT_FIELDS)
+    rows.update(head, sorted(fields.pop(head.pk)))
+    for old in changed:
+        if old.pk in fields:
+            rows.update(old, sorted(fields.pop(old.pk)))
+    rows.insert(record)
+    _records_changed(record)
+    _beliefs_ended(record, w.now, changed, None)
+    return record
 
 
 _APPLY: dict[Step, Callable[[_Write, Decision], AssertResult]] = {
@@ -872,13 +946,13 @@ def settle_valid_time_transitions(now: datetime | None = None) -> int:
     for pk, tenant_id, memory_id in due.values_list("pk", "tenant_id", "memory_id"):
         by_tenant.setdefault(tenant_id, []).append((pk, memory_id))
     count = 0
-    for tenant_id, rows in by_tenant.items():
+    for tenant_id, due_rows in by_tenant.items():
         try:
-            count += _settle_rows([pk for pk, _ in rows], now)
+            count += _settle_rows([pk for pk, _ in due_rows], now)
             continue
         except Exception:
             logger.warning("Valid-time transitions of tenant %s failed as a batch; settling row by row.", tenant_id)
-        for pk, memory_id in rows:
+        for pk, memory_id in due_rows:
             try:
                 count += _settle_rows([pk], now)
             except Exception as exc:

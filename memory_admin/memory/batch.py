@@ -8,7 +8,9 @@ is asked: one query for the fields' policies, per round one statement locking ev
 their set form (`hooks.guard_assertions`: the tombstone checks, one query per kind), one read of the facts'
 heads and accepted rows, one of their revisions, and the writes collected (`actions.DeferredWrites`) into a
 few bulk statements: updates, inserts, audit events, one propagation of the beliefs that ended and one
-`records_changed` notification.
+`records_changed` notification. On PostgreSQL those statements are set-based SQL (`memory.bulk_sql`: each column
+one array, `INSERT ... SELECT FROM unnest(...)`, `UPDATE ... FROM unnest(...)`), as is the read of the facts
+(the keys joined as arrays); elsewhere the ORM's bulk_create and bulk_update.
 
 1. Items that fail validation, the issuer check or the assertion checks get their error and write nothing.
 2. The rest run in one transaction, in rounds: a round holds at most one item per fact key, so an item sees
@@ -27,14 +29,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import reduce
 from operator import or_
-from typing import Any, cast
+from typing import cast
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Field, Max, Q
 from django.utils import timezone
 
 from memory_admin.accounts.models import Principal, Tenant
-from memory_admin.memory import audit, hooks
+from memory_admin.memory import audit, bulk_sql, hooks
 from memory_admin.memory.actions import (
     _APPLY,
     Assertion,
@@ -50,7 +52,7 @@ from memory_admin.memory.actions import (
     validate_assertion,
 )
 from memory_admin.memory.errors import DomainError, RevisionConflict
-from memory_admin.memory.models import FieldPolicy, MemoryRecord, Project
+from memory_admin.memory.models import AuditEvent, FieldPolicy, MemoryRecord, Project
 from memory_admin.memory.policies import authorize_issuer, policies_for
 
 Status = MemoryRecord.Status
@@ -291,6 +293,8 @@ def _read_facts(
     revision (over every version, tombstoned ones awaiting purge included), in two queries."""
     if not keys:
         return {}
+    if connection.vendor == "postgresql":
+        return _read_facts_joined(tenant_id, projects, keys)
     by_field: dict[tuple[str, str], set[str]] = {}
     for project_key, subject_id, predicate in keys:
         by_field.setdefault((project_key, predicate), set()).add(subject_id)
@@ -320,6 +324,47 @@ def _read_facts(
         record.project = projects[key_of[record.project_id]]
         locked.setdefault((record.project.key, record.subject_id, record.predicate), []).append(record)
     return {key: (locked.get(key, []), (maxima.get(key) or 0) + 1) for key in keys}
+
+
+def _read_facts_joined(
+    tenant_id: int, projects: dict[str, Project], keys: list[tuple[str, str, str]]
+) -> dict[tuple[str, str, str], tuple[list[MemoryRecord], int]]:
+    """`_read_facts` on PostgreSQL: the keys sent as three arrays and joined (one index lookup per key on
+    `record_unique_fact_revision`'s columns), instead of an OR of one condition per field built by the ORM."""
+    key_of = {p.pk: k for k, p in projects.items()}
+    params: list[str | int] = [
+        bulk_sql.array_literal([str(projects[p].pk) for p, _, _ in keys]),
+        bulk_sql.array_literal([s for _, s, _ in keys]),
+        bulk_sql.array_literal([pr for _, _, pr in keys]),
+        tenant_id,
+    ]
+    table = connection.ops.quote_name(MemoryRecord._meta.db_table)
+    facts = (
+        "unnest(%s::bigint[], %s::text[], %s::text[]) AS k (project_id, subject_id, predicate) "
+        f"JOIN {table} AS r ON r.tenant_id = %s AND r.project_id = k.project_id AND r.subject_id = k.subject_id "
+        "AND r.predicate = k.predicate"
+    )
+    maxima: dict[tuple[str, str, str], int] = {}
+    with connection.cursor() as cursor:
+        # Revisions count every version, tombstoned ones awaiting purge included.
+        cursor.execute(
+            f"SELECT k.project_id, k.subject_id, k.predicate, max(r.revision) FROM {facts} "
+            "GROUP BY k.project_id, k.subject_id, k.predicate",
+            params,
+        )
+        for project_pk, subject_id, predicate, m in cursor.fetchall():
+            maxima[(key_of[project_pk], subject_id, predicate)] = m
+    locked: dict[tuple[str, str, str], list[MemoryRecord]] = {}
+    if maxima:  # a fact with no version at all has nothing to lock
+        rows = MemoryRecord.objects.raw(
+            f"SELECT r.* FROM {facts} WHERE r.tombstoned_at IS NULL AND (r.is_head OR r.status = %s) "
+            "ORDER BY r.id FOR UPDATE OF r",
+            [*params, Status.ACCEPTED.value],
+        )
+        for record in rows:
+            record.project = projects[key_of[record.project_id]]
+            locked.setdefault((record.project.key, record.subject_id, record.predicate), []).append(record)
+    return {key: (locked.get(key, []), maxima.get(key, 0) + 1) for key in keys}
 
 
 @dataclass
@@ -384,7 +429,7 @@ class _Deferred:
             for names, records in by_fields.items():
                 _update_rows(records, list(names))
         if self.inserts:
-            MemoryRecord.objects.bulk_create(self.inserts)
+            _insert_rows(self.inserts, ids_known)
         if not ids_known:
             for names, records in by_fields.items():
                 _update_rows(records, list(names))
@@ -392,14 +437,31 @@ class _Deferred:
         if self.inserts:
             hooks.records_changed(self.inserts)
         if self.events:
-            audit.record_events(self.events, tenant=self.tenant_id, at=self.now)
+            _record_events(self.events, self.tenant_id, self.now)
+
+
+def _insert_rows(records: list[MemoryRecord], ids_known: bool) -> None:
+    """Insert the new records: on PostgreSQL (ids reserved) one `INSERT ... SELECT FROM unnest(...)`
+    (memory.bulk_sql; bulk_create's per-field preparation cost more in Python than the rows cost the database),
+    elsewhere bulk_create."""
+    if connection.vendor == "postgresql" and ids_known:
+        for record in records:
+            # A predecessor assigned as an object (history rows name the head): write its id.
+            if MemoryRecord.superseded_by.is_cached(record) and record.superseded_by is not None:
+                record.superseded_by_id = record.superseded_by.pk
+        bulk_sql.insert_objects(records)
+        for record in records:
+            record._state.adding = False
+            record._state.db = connection.alias
+        return
+    MemoryRecord.objects.bulk_create(records)
 
 
 def _update_rows(records: list[MemoryRecord], names: list[str]) -> None:
     """Write the fields `names` of `records` (each its own values) in one statement.
 
-    On PostgreSQL an `UPDATE ... FROM (VALUES ...)`: Django's bulk_update builds a CASE WHEN per row and field,
-    which costs more in Python than the database spends on the rows. Elsewhere bulk_update.
+    On PostgreSQL an `UPDATE ... FROM unnest(...)` (memory.bulk_sql): Django's bulk_update builds a CASE WHEN
+    per row and field, which costs more in Python than the database spends on the rows. Elsewhere bulk_update.
     """
     for record in records:
         # A successor assigned before it was inserted: its id is known now.
@@ -408,21 +470,35 @@ def _update_rows(records: list[MemoryRecord], names: list[str]) -> None:
     if connection.vendor != "postgresql":
         MemoryRecord.objects.bulk_update(records, names)
         return
-    fields = [cast(Field, MemoryRecord._meta.get_field(name)) for name in names]
-    quote = connection.ops.quote_name
-    columns = [quote(cast(str, f.column)) for f in fields]
-    row = "(%s::bigint, " + ", ".join(f"%s::{cast(str, f.db_type(connection))}" for f in fields) + ")"
-    params: list[Any] = []
-    for record in records:
-        params.append(record.pk)
-        params += [f.get_db_prep_save(getattr(record, f.attname), connection) for f in fields]
-    table = quote(MemoryRecord._meta.db_table)
-    sql = (
-        f"UPDATE {table} AS t SET {', '.join(f'{c} = v.{c}' for c in columns)} "
-        f"FROM (VALUES {', '.join([row] * len(records))}) AS v (id, {', '.join(columns)}) WHERE t.id = v.id"
+    attnames = [cast(Field, MemoryRecord._meta.get_field(name)).attname for name in names]
+    bulk_sql.update_objects(records, attnames)
+
+
+def _record_events(events: list[audit.Event], tenant_id: int, at: datetime) -> None:
+    """`audit.record_events` for a batch's events: on PostgreSQL one `INSERT ... SELECT FROM unnest(...)` of the
+    same columns (actor name as record_events gives it), elsewhere record_events itself."""
+    if connection.vendor != "postgresql":
+        audit.record_events(events, tenant=tenant_id, at=at)
+        return
+    actor_names = {}
+    for e in events:
+        if e.actor is not None and e.actor.pk not in actor_names:
+            actor_names[e.actor.pk] = e.actor.name or e.actor.username
+    bulk_sql.insert_columns(
+        AuditEvent,
+        {
+            "tenant_id": [tenant_id] * len(events),
+            "at": [at] * len(events),
+            "actor_id": [e.actor.pk if e.actor is not None else None for e in events],
+            "actor_name": [actor_names[e.actor.pk] if e.actor is not None else "system" for e in events],
+            "action": [str(e.action) for e in events],
+            "object_type": [e.object_type for e in events],
+            "object_id": [e.object_id for e in events],
+            "before": [e.before for e in events],
+            "after": [e.after for e in events],
+            "reason": [e.reason for e in events],
+        },
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
 
 
 def _report_refusals(principal: Principal, refused: list[DomainError]) -> None:

@@ -102,12 +102,29 @@ class RecordQuerySet(models.QuerySet["MemoryRecord"]):
         # condition is checked on the rows the index finds.
         return self.kept_fresh(now).filter(recheck_after__lte=now)
 
+    def in_project(self, tenant: Tenant | int, project_key: str) -> RecordQuerySet:
+        """Records of the tenant's project named `project_key` (the API's `project_id`, the dashboard's filter).
+
+        The key is resolved in a subquery rather than a join: PostgreSQL runs it once (an InitPlan) and then
+        knows `project_id` as a constant, so an index led by it is walked in the list's order and stops after
+        a page, where a join has to fetch and sort every match. An unknown key matches nothing.
+        """
+        tenant_id = tenant if isinstance(tenant, int) else tenant.pk
+        project = Project.objects.filter(tenant_id=tenant_id, key=project_key).values("pk")[:1]
+        return self.filter(project_id=models.Subquery(project))
+
     def with_public_relations(self) -> RecordQuerySet:
-        """Everything the record format renders, in a constant number of queries."""
-        return self.select_related("project", "issuer", "superseded_by").prefetch_related(
-            models.Prefetch(
-                "supersedes",
-                queryset=MemoryRecord.objects.only("id", "memory_id", "superseded_by_id"),
+        """Everything the record format renders, in a constant number of queries. Of the successor only its
+        `memory_id` is rendered, so only that column of the joined row is read (a page of 50 rows otherwise
+        decodes 50 more full rows, values and all)."""
+        return (
+            self.select_related("project", "issuer", "superseded_by")
+            .defer(*_SUCCESSOR_UNRENDERED)
+            .prefetch_related(
+                models.Prefetch(
+                    "supersedes",
+                    queryset=MemoryRecord.objects.only("id", "memory_id", "superseded_by_id"),
+                )
             )
         )
 
@@ -217,10 +234,19 @@ class MemoryRecord(models.Model):
                 fields=["tenant", "predicate", "-id"],
                 name="record_tenant_predicate_newest",
             ),
-            # The recheck sweep: accepted rows past recheck_after.
+            # Records list filtered by project and predicate (dashboard `?project&predicate`, default view
+            # accepted): newest first within one field of one project, and its capped count, without scanning
+            # the predicate across projects or the exclusion constraint's GiST index (1.1 s p95 at 10M).
             models.Index(
-                fields=["recheck_after"],
-                condition=Q(status="accepted"),
+                fields=["tenant", "project", "predicate", "status", "-id"],
+                name="record_project_field_newest",
+            ),
+            # The recheck sweep: live accepted rows past recheck_after; covering (tenant for row-level
+            # security, valid_to), so claim_due is an index-only scan (migration 0010).
+            models.Index(
+                fields=["recheck_after", "id"],
+                include=["tenant", "valid_to"],
+                condition=Q(status="accepted", tombstoned_at__isnull=True, recheck_after__isnull=False),
                 name="record_due_for_recheck",
             ),
         ]
@@ -265,6 +291,12 @@ class MemoryRecord(models.Model):
     def expirable(self) -> bool:
         """Only an accepted record can expire."""
         return self.status == self.Status.ACCEPTED
+
+
+# The successor's columns `with_public_relations` leaves unread: all but the key and `memory_id`.
+_SUCCESSOR_UNRENDERED = tuple(
+    f"superseded_by__{f.name}" for f in MemoryRecord._meta.concrete_fields if f.name not in ("id", "memory_id")
+)
 
 
 class Dispute(PublicIdModel):

@@ -13,7 +13,7 @@ from memory_admin.accounts.models import Principal, Tenant
 from memory_admin.memory import audit, validation
 from memory_admin.memory.connectors import Connector, connector_for, validate_source
 from memory_admin.memory.errors import Forbidden, InvalidInput, IssuerNotAuthorized
-from memory_admin.memory.models import FieldPolicy, Project
+from memory_admin.memory.models import FieldPolicy, MemoryRecord, Project
 
 
 def policy_for(tenant: Tenant | int, project_key: str, predicate: str) -> FieldPolicy | None:
@@ -40,6 +40,37 @@ def _choose(candidates: list[FieldPolicy], project_key: str, predicate: str) -> 
     mine = [p for p in candidates if p.predicate == predicate]
     own = next((p for p in mine if p.project is not None and p.project.key == project_key), None)
     return own or next((p for p in mine if p.project_id is None), None)
+
+
+def locked_policy_for(
+    tenant_id: int, project_key: str, predicate: str, lock_key: int
+) -> tuple[FieldPolicy | None, int]:
+    """`policy_for` for a write on PostgreSQL, in the same round trip as the fact key's lock and the id its new
+    version will take: `pg_advisory_xact_lock(lock_key)` (actions.lock_fact) and `nextval` of the records' id
+    sequence run once, in the one-row subquery every candidate policy is joined to (one row of NULLs when the
+    field has none). The lock is taken before the statement returns: the rows the write reads next, in later
+    statements, are read under it."""
+    policy, project, records = FieldPolicy._meta.db_table, Project._meta.db_table, MemoryRecord._meta.db_table
+    sql = f"""
+        SELECT fp.*, pr.key AS project_key, once.new_id
+        FROM (SELECT pg_advisory_xact_lock(%s) AS locked,
+                     nextval(pg_get_serial_sequence('{records}', 'id')) AS new_id) AS once
+        LEFT JOIN ({policy} fp LEFT JOIN {project} pr ON pr.id = fp.project_id)
+          ON fp.tenant_id = %s AND fp.predicate = %s
+    """
+    rows = list(FieldPolicy.objects.raw(sql, [lock_key, tenant_id, predicate]))
+    new_id = int(rows[0].new_id)  # type: ignore[attr-defined]
+    candidates = [p for p in rows if p.pk is not None]
+    for p in candidates:
+        # The project is known from the join (its key is all _choose reads); no query when it is read.
+        if p.project_id is not None:
+            FieldPolicy.project.field.set_cached_value(  # type: ignore[attr-defined]
+                p,
+                Project(pk=p.project_id, tenant_id=tenant_id, key=p.project_key),  # type: ignore[attr-defined]
+            )
+        else:
+            FieldPolicy.project.field.set_cached_value(p, None)  # type: ignore[attr-defined]
+    return _choose(candidates, project_key, predicate), new_id
 
 
 def source_connector(policy: FieldPolicy | None) -> Connector | None:

@@ -31,11 +31,8 @@ Purpose = Literal["answer", "action"]
 
 
 def fact_records(principal: Principal, project_id: str, subject_id: str, predicate: str) -> Any:
-    return MemoryRecord.objects.filter(
-        tenant_id=principal.tenant_id,
-        project__key=project_id,
-        subject_id=subject_id,
-        predicate=predicate,
+    return MemoryRecord.objects.in_project(principal.tenant_pk, project_id).filter(
+        tenant_id=principal.tenant_id, subject_id=subject_id, predicate=predicate
     )
 
 
@@ -48,12 +45,16 @@ def as_of(
     valid_at: datetime | None = None,
     known_at: datetime | None = None,
 ) -> MemoryRecord | None:
-    """The record that answered for `valid_at` in what was believed at `known_at` (both default now)."""
+    """The record that answered for `valid_at` in what was believed at `known_at` (both default now).
+
+    One query: the record with its project and issuer (what a fact answer renders). Its supersession links
+    are not joined: no reader of one answer renders them, and a caller that does loads them on access.
+    """
     now = timezone.now()
     return (
         fact_records(principal, project_id, subject_id, predicate)
         .as_of(valid_at or now, known_at or now)
-        .with_public_relations()
+        .select_related("project", "issuer")
         .order_by("-recorded_from", "-revision")
         .first()
     )

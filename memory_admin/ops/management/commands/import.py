@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from memory_admin.accounts.models import Principal
 from memory_admin.accounts.tenancy import tenant_context
-from memory_admin.api.batch import parse_item
+from memory_admin.api.batch import ItemParser
 from memory_admin.memory.actions import Assertion
 from memory_admin.memory.batch import MAX_BATCH_ITEMS, assert_facts
 from memory_admin.memory.errors import DomainError, InvalidInput
@@ -118,10 +118,11 @@ def _count_lines(path: Path) -> int:
 def _batches(handle: IO[str], size: int) -> Iterator[list[tuple[int, Assertion | DomainError]]]:
     """(line number, parsed item) in batches of `size`; blank lines are skipped."""
     batch: list[tuple[int, Assertion | DomainError]] = []
+    parse = ItemParser()
     for number, line in enumerate(handle, start=1):
         if not line.strip():
             continue
-        batch.append((number, _parse_line(line)))
+        batch.append((number, _parse_line(parse, line)))
         if len(batch) == size:
             yield batch
             batch = []
@@ -129,12 +130,12 @@ def _batches(handle: IO[str], size: int) -> Iterator[list[tuple[int, Assertion |
         yield batch
 
 
-def _parse_line(line: str) -> Assertion | DomainError:
+def _parse_line(parse: ItemParser, line: str) -> Assertion | DomainError:
     try:
         raw = json.loads(line)
     except json.JSONDecodeError as exc:
         return InvalidInput({"line": [f"Not JSON ({exc.msg} at column {exc.colno})."]})
-    return parse_item(raw)
+    return parse(raw)
 
 
 def _reason(error: DomainError) -> str:

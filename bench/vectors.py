@@ -1,0 +1,273 @@
+"""Benchmark of vector search at scale: the ANN index (IVF-PQ) against the exact scan.
+
+Run (no database; the index lives in a fresh folder under var/bench-vectors-ann/, removed at the end
+unless --keep):
+
+    .venv/bin/python bench/vectors.py [--vectors 1000000] [--queries 1000] [--quick]
+
+1. Loads N vectors of the project's embedding dimension (`get_embedder().dim`) with
+   `VectorIndex.bulk_add`, in the index's own schema: 95% in the measured tenant, 5% in another one
+   (so the tenant filter has work to do). The vectors are unit vectors drawn around random cluster
+   centres (`--data clustered`, the shape real embeddings have) or uniformly (`--data uniform`, the
+   worst case for any ANN index: no neighbourhood structure at all).
+2. Builds the ANN index with `VectorIndex.build_ann_index` (the code path of the Celery task
+   `build_vector_ann_index`) and times it.
+3. Runs Q queries (k=10, drawn like the data) through `VectorIndex.search_vector` exactly as retrieval
+   does (tenant prefilter, kind = record): with the index for each (nprobes, refine_factor) pair of the
+   grid, and exact (`exact=True`, bypassing the index) for the first `--exact-queries` queries.
+   recall@10 is measured against the exact top 10 of every query (computed with numpy over the same
+   rows; the Lance exact scan is checked to agree with it on the timed queries).
+
+Prints p50/p95 ms per configuration, recall@10, the speed-up over the exact scan in the same run, and
+the load average before and after. Nothing is asserted. `--quick` means 100k vectors and 200 queries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT / "var" / "bench-vectors-ann"
+TENANT = 1
+OTHER_TENANT = 2
+K = 10
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def load_average() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} ({os.cpu_count()} cores)"
+
+
+def configure() -> None:
+    if str(REPO_ROOT) not in sys.path:  # `python bench/vectors.py` puts bench/ first, not the repository
+        sys.path.insert(0, str(REPO_ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory_admin.settings")
+    os.environ.setdefault("SECRET_KEY", "bench-only-not-a-secret")
+    os.environ.setdefault("LANCEDB_LOG", "error")
+    import django
+
+    django.setup()
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    rank = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[rank]
+
+
+@dataclass
+class Timing:
+    label: str
+    times_ms: list[float]
+    recall: float | None
+
+    @property
+    def p50(self) -> float:
+        return statistics.median(self.times_ms)
+
+    @property
+    def p95(self) -> float:
+        return percentile(self.times_ms, 0.95)
+
+
+def make_vectors(rng: Any, n: int, dim: int, data: str, centres: Any) -> Any:
+    import numpy as np
+
+    if data == "uniform":
+        vectors = rng.standard_normal((n, dim), dtype=np.float32)
+    else:
+        # Each vector is a cluster centre plus noise of 0.6x its length: neighbours share a cluster,
+        # yet within-cluster distances vary as they do for real embeddings.
+        picks = rng.integers(0, len(centres), size=n)
+        noise = rng.standard_normal((n, dim), dtype=np.float32) * np.float32(0.6 / np.sqrt(dim))
+        vectors = centres[picks] + noise
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors.astype(np.float32)
+
+
+def load(index: Any, vectors: Any, tenants: Any, batch: int) -> None:
+    import numpy as np
+    import pyarrow as pa
+
+    dim = vectors.shape[1]
+    for start in range(0, len(vectors), batch):
+        stop = min(start + batch, len(vectors))
+        ids = [f"mem-{i:08d}" for i in range(start, stop)]
+        count = stop - start
+        table = pa.table(
+            {
+                "entry_id": [f"record:{i}" for i in ids],
+                "tenant_id": pa.array(tenants[start:stop], pa.int64()),
+                "project_id": [f"p{i % 10}" for i in range(start, stop)],
+                "kind": ["record"] * count,
+                "object_id": ids,
+                "revision": pa.array(np.ones(count, dtype=np.int64)),
+                "text": [f"bench vector {i}" for i in range(start, stop)],
+                "usable": pa.array(np.ones(count, dtype=bool)),
+                "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors[start:stop].ravel()), dim),
+            }
+        )
+        index.bulk_add(table)
+
+
+def exact_top_k(vectors: Any, mask: Any, queries: Any, k: int) -> list[set[str]]:
+    """The exact top k object ids of every query among the masked rows (cosine = dot on unit vectors)."""
+    import numpy as np
+
+    rows = np.flatnonzero(mask)
+    subset = vectors[rows]
+    truth: list[set[str]] = []
+    for start in range(0, len(queries), 50):
+        scores = queries[start : start + 50] @ subset.T
+        top = np.argpartition(-scores, k, axis=1)[:, :k]
+        truth.extend({f"mem-{rows[j]:08d}" for j in line} for line in top)
+    return truth
+
+
+def run(args: argparse.Namespace) -> int:
+    configure()
+    import numpy as np
+
+    from memory_admin.derived.embedding import get_embedder
+    from memory_admin.derived.vectors import VectorIndex
+
+    embedder = get_embedder()
+    dim = embedder.dim
+    n = args.vectors
+    say("# Vector search at scale: ANN index (IVF-PQ) vs exact scan")
+    say(f"{load_average()} at start")
+    say(f"{n:,} vectors, dimension {dim} ({embedder.name}), data {args.data}, {args.queries:,} queries, k={K}")
+
+    rng = np.random.default_rng(args.seed)
+    centres = rng.standard_normal((args.clusters, dim), dtype=np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    started = time.perf_counter()
+    vectors = make_vectors(rng, n, dim, args.data, centres)
+    tenants = np.where(rng.random(n) < 0.95, TENANT, OTHER_TENANT).astype(np.int64)
+    queries = make_vectors(rng, args.queries, dim, args.data, centres)
+    say(f"generated in {time.perf_counter() - started:.1f} s")
+
+    ROOT.mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix=f"ann-{os.getpid()}-", dir=ROOT))
+    try:
+        index = VectorIndex(workdir / "vectors", embedder=embedder)
+        started = time.perf_counter()
+        load(index, vectors, tenants, args.batch)
+        say(f"loaded {index.count():,} rows in {time.perf_counter() - started:.1f} s (bulk_add, {args.batch:,}/batch)")
+
+        started = time.perf_counter()
+        truth = exact_top_k(vectors, tenants == TENANT, queries, K)
+        say(f"exact top {K} of {len(queries):,} queries with numpy in {time.perf_counter() - started:.1f} s")
+
+        def measure(label: str, count: int, **options: Any) -> Timing:
+            times: list[float] = []
+            found = 0
+            for i in range(count):
+                begin = time.perf_counter()
+                hits = index.search_vector(
+                    queries[i], tenant_id=TENANT, project_id=None, k=K, usable_only=False, kind="record", **options
+                )
+                times.append((time.perf_counter() - begin) * 1000)
+                found += len({h.object_id for h in hits} & truth[i])
+            return Timing(label, times, found / (K * count))
+
+        exact = measure(f"exact scan ({args.exact_queries} queries)", args.exact_queries, exact=True)
+        say(f"{exact.label}: p50 {exact.p50:.1f} ms, p95 {exact.p95:.1f} ms, agreement with numpy {exact.recall:.3f}")
+
+        index.compact_and_cleanup(rebuild_ann=False)  # one fragment set, as a maintained table would be
+        partitions = args.partitions or None
+        started = time.perf_counter()
+        info = index.build_ann_index(num_partitions=partitions, num_sub_vectors=args.sub_vectors or None)
+        build_s = time.perf_counter() - started
+        say(
+            f"ANN index built in {build_s:.1f} s ({load_average()}): {info['index_type']}, "
+            f"{info['indexed_rows']:,} rows indexed, partitions "
+            f"{partitions or 'default'}, sub-vectors {args.sub_vectors or 'default'}"
+        )
+        disk = sum(f.stat().st_size for f in (workdir / "vectors").rglob("*") if f.is_file())
+        say(f"on disk: {disk / 1e6:.0f} MB")
+
+        # Warm the index once (first query loads it), then the grid.
+        index.search_vector(queries[0], tenant_id=TENANT, project_id=None, k=K, usable_only=False, kind="record")
+        results: list[Timing] = []
+        for nprobes in args.nprobes:
+            for refine in args.refine:
+                timing = measure(
+                    f"ANN nprobes={nprobes} refine_factor={refine}",
+                    len(queries),
+                    nprobes=nprobes,
+                    refine_factor=refine,
+                )
+                results.append(timing)
+                say(
+                    f"{timing.label}: p50 {timing.p50:.1f} ms, p95 {timing.p95:.1f} ms, "
+                    f"recall@{K} {timing.recall:.3f}, {exact.p50 / timing.p50:.0f}x faster than exact (p50)"
+                )
+
+        say("")
+        say(f"| configuration | p50 ms | p95 ms | recall@{K} | vs exact p50 |")
+        say("|---|---|---|---|---|")
+        say(f"| {exact.label} | {exact.p50:.1f} | {exact.p95:.1f} | 1 (reference) | 1x |")
+        for timing in results:
+            say(
+                f"| {timing.label} | {timing.p50:.1f} | {timing.p95:.1f} | {timing.recall:.3f} | "
+                f"{exact.p50 / timing.p50:.0f}x |"
+            )
+        good = [t for t in results if (t.recall or 0) >= 0.95]
+        if good:
+            best = min(good, key=lambda t: t.p95)
+            met = "met" if best.p95 <= 20 else "not met"
+            say(
+                f"\nbest with recall >= 0.95: {best.label}: p95 {best.p95:.1f} ms, recall {best.recall:.3f} "
+                f"(target p95 <= 20 ms: {met})"
+            )
+        else:
+            say("\nno configuration reached recall 0.95")
+        say(f"index build {build_s:.1f} s for {n:,} vectors")
+        say(f"{load_average()} at end")
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--vectors", type=int, default=1_000_000)
+    parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--exact-queries", type=int, default=100, help="queries timed with the exact scan")
+    parser.add_argument("--data", choices=["clustered", "uniform"], default="clustered")
+    parser.add_argument("--clusters", type=int, default=2000)
+    parser.add_argument("--partitions", type=int, default=0, help="IVF partitions (0: the index's default)")
+    parser.add_argument("--sub-vectors", type=int, default=0, help="PQ sub-vectors (0: the index's default)")
+    parser.add_argument("--nprobes", type=int, nargs="+", default=[10, 20, 40])
+    parser.add_argument("--refine", type=int, nargs="+", default=[5, 10])
+    parser.add_argument("--batch", type=int, default=100_000)
+    parser.add_argument("--seed", type=int, default=16)
+    parser.add_argument("--keep", action="store_true", help="keep the index folder")
+    parser.add_argument("--quick", action="store_true", help="100k vectors, 200 queries")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.vectors, args.queries, args.exact_queries = 100_000, 200, 50
+    args.exact_queries = min(args.exact_queries, args.queries)
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

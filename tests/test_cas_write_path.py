@@ -1,0 +1,174 @@
+"""The fast path of one assertion (issue 16, CAS writes): the statements it sends, not only what they decide.
+
+On PostgreSQL the fact's lock, the field's policy and the new version's id come in one round trip, and a
+supersession writes the old head in one UPDATE before the INSERT; on SQLite the same decisions take the
+three-statement path. Either way the rows are those `save()` would write (memory.rows).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+from django.db import connection, transaction
+from django.db.models.signals import post_save, pre_save
+from django.test.utils import CaptureQueriesContext
+
+from memory_admin.memory import rows
+from memory_admin.memory.actions import Outcome, assert_fact, expire_record, fact_lock_key
+from memory_admin.memory.errors import IssuerNotAuthorized
+from memory_admin.memory.models import AuditEvent, FieldPolicy, MemoryRecord, Project
+from memory_admin.memory.policies import locked_policy_for, policy_for
+from tests.conftest import DEADLINE, at, deadline, on_postgres
+
+
+def _record_statements(queries: CaptureQueriesContext) -> list[str]:
+    return [q["sql"].split()[0].upper() for q in queries.captured_queries if '"memory_memoryrecord"' in q["sql"]]
+
+
+def test_a_supersession_writes_the_old_head_and_the_new_version(agent):
+    first = assert_fact(agent, deadline("2026-10-30T17:00+09:00", "r17", at(10, 20)), now=at(10, 20, 9, 1))
+    with CaptureQueriesContext(connection) as queries:
+        second = assert_fact(
+            agent,
+            deadline("2026-11-02T17:00+09:00", "r18", at(10, 22), expected_revision=1),
+            now=at(10, 22, 9, 1),
+        )
+    assert second.outcome == Outcome.CREATED
+    old, new = MemoryRecord.objects.get(pk=first.record.pk), MemoryRecord.objects.get(pk=second.record.pk)
+    assert (old.status, old.is_head, old.superseded_by_id) == ("superseded", False, new.pk)
+    assert (old.valid_to, old.recorded_to, old.valid_to_recorded_at) == (at(10, 22), at(10, 22, 9, 1), at(10, 22, 9, 1))
+    assert (new.status, new.is_head, new.entered_current, new.revision) == ("accepted", True, True, 2)
+    # What the caller got is what was stored (the API renders it).
+    assert second.record.pk == new.pk and second.record.memory_id == new.memory_id
+    assert not second.record._state.adding
+    events = list(AuditEvent.objects.filter(object_id__in=[old.memory_id, new.memory_id]).order_by("id"))
+    assert [e.action for e in events][-2:] == ["record.superseded", "record.asserted.created"]
+    assert events[-2].after["superseded_by"] == new.memory_id and events[-2].before["status"] == "accepted"
+    # PostgreSQL: one UPDATE of the old head, then the INSERT (its id drawn with the lock); elsewhere three.
+    expected = ["SELECT", "UPDATE", "INSERT"] if on_postgres() else ["SELECT", "UPDATE", "INSERT", "UPDATE"]
+    assert [s for s in _record_statements(queries) if s != "SELECT"] == expected[1:]
+
+
+def test_an_expired_head_is_superseded_by_the_new_version(agent, admin):
+    first = assert_fact(agent, deadline("2026-10-30T17:00+09:00", "r17", at(10, 20)), now=at(10, 20, 9, 1))
+    expire_record(admin, first.record.memory_id, "Cancelled.", now=at(10, 21))
+    second = assert_fact(
+        agent, deadline("2026-11-02T17:00+09:00", "r18", at(10, 22), expected_revision=1), now=at(10, 22, 9, 1)
+    )
+    old = MemoryRecord.objects.get(pk=first.record.pk)
+    assert (old.status, old.is_head, old.superseded_by_id) == ("superseded", False, second.record.pk)
+    # The expiry's cut stays: the new version does not move an ended validity.
+    assert old.valid_to == at(10, 21)
+    assert MemoryRecord.objects.get(pk=second.record.pk).is_head
+
+
+def test_a_scheduled_hand_over_cuts_every_accepted_row(agent):
+    """A future-effective head leaves today's record accepted; the next write cuts both in its updates."""
+    assert_fact(agent, deadline("a", "r1", at(10, 1)), now=at(10, 1, 9, 1))
+    later = assert_fact(agent, deadline("b", "r2", at(10, 1) + timedelta(days=60), expected_revision=1), now=at(10, 2))
+    newest = assert_fact(agent, deadline("c", "r3", at(10, 3), expected_revision=2), now=at(10, 3, 9, 1))
+    assert newest.outcome == Outcome.CREATED
+    rows_by_revision = {r.revision: r for r in MemoryRecord.objects.filter(subject_id=DEADLINE["subject_id"])}
+    assert [r.revision for r in rows_by_revision.values() if r.is_head] == [3]
+    today, scheduled = rows_by_revision[1], rows_by_revision[2]
+    assert (today.status, today.valid_to, today.superseded_by_id) == ("superseded", at(10, 3), newest.record.pk)
+    # The scheduled value never comes into effect: its validity is cut to nothing, and it keeps no head.
+    assert scheduled.pk == later.record.pk and not scheduled.is_head
+    assert scheduled.valid_to == scheduled.valid_from and scheduled.superseded_by_id == newest.record.pk
+
+
+def test_an_unauthorized_issuer_is_refused_inside_the_transaction_with_nothing_stored(agent, admin):
+    FieldPolicy.objects.create(tenant_id=admin.tenant_id, predicate=DEADLINE["predicate"], authorized_issuers=["x"])
+    with pytest.raises(IssuerNotAuthorized):
+        assert_fact(agent, deadline("a", "r1", at(10, 1)))
+    assert MemoryRecord.all_objects.count() == 0
+    assert not AuditEvent.objects.filter(object_type="record").exists()
+
+
+def test_the_rows_writes_are_what_save_writes(agent):
+    """memory.rows sends save()'s columns with each field's own preparation: a row written by it reads back
+    equal to one written by save(), on both backends."""
+    made = assert_fact(agent, deadline({"nested": [1, "two"]}, "r1", at(10, 1)), now=at(10, 1, 9, 1)).record
+    stored = MemoryRecord.objects.get(pk=made.pk)
+    copy = MemoryRecord.objects.get(pk=made.pk)
+    # Another version of the fact (history: one accepted belief per valid instant is checked at commit).
+    copy.pk, copy.memory_id, copy.is_head, copy.revision, copy.status = None, "mem-copy", False, 9, "superseded"
+    with transaction.atomic():
+        rows.insert(copy)
+    saved = MemoryRecord.objects.get(pk=copy.pk)
+    for field in MemoryRecord._meta.concrete_fields:
+        if field.attname not in ("id", "memory_id", "is_head", "revision", "status"):
+            assert getattr(saved, field.attname) == getattr(stored, field.attname), field.attname
+    saved.value, saved.valid_to, saved.status_reason = ["changed"], at(10, 9), "why"
+    rows.update(saved, ["value", "valid_to", "status_reason"])
+    again = MemoryRecord.objects.get(pk=copy.pk)
+    assert (again.value, again.valid_to, again.status_reason, again.status) == (
+        ["changed"],
+        at(10, 9),
+        "why",
+        "superseded",
+    )
+
+
+def test_no_signal_listens_to_the_rows_written_without_save():
+    """memory.rows sends no model signal; it may stand in for save() only while nobody listens."""
+    for model in (MemoryRecord, AuditEvent):
+        assert not pre_save.has_listeners(model) and not post_save.has_listeners(model)
+
+
+@pytest.mark.postgres_only(reason="pg_advisory_xact_lock and the records' id sequence")
+def test_the_locked_policy_read_chooses_as_policy_for_and_draws_an_id(admin):
+    tenant = admin.tenant_id
+    project = Project.objects.create(tenant_id=tenant, key="project-a")
+    FieldPolicy.objects.create(tenant_id=tenant, predicate="due", authorized_issuers=["tenant-wide"])
+    own = FieldPolicy.objects.create(tenant_id=tenant, project=project, predicate="due", authorized_issuers=["own"])
+    with transaction.atomic():
+        with CaptureQueriesContext(connection) as queries:
+            chosen, first_id = locked_policy_for(
+                tenant, "project-a", "due", fact_lock_key(tenant, "project-a", "s", "due")
+            )
+            assert chosen is not None and chosen.project is not None and chosen.project.key == "project-a"
+        assert len(queries.captured_queries) == 1  # the project came with it
+        assert chosen.pk == own.pk == policy_for(tenant, "project-a", "due").pk  # type: ignore[union-attr]
+        assert list(chosen.authorized_issuers) == ["own"]
+        other, _ = locked_policy_for(tenant, "project-b", "due", 1)
+        assert other is not None and other.project_id is None and list(other.authorized_issuers) == ["tenant-wide"]
+        none, next_id = locked_policy_for(tenant, "project-a", "no-policy", 2)
+        assert none is None and next_id > first_id
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted"
+            )
+            assert cursor.fetchone()[0] == 3
+
+
+@pytest.mark.postgres_only(reason="bench/cas_floor.py replays PostgreSQL statements through psycopg")
+def test_the_floor_replays_a_captured_supersession_on_another_fact_key(agent):
+    """The CAS floor (bench/cas_floor.py): two captured supersessions make a template that, replayed as raw SQL on
+    a third fact key, supersedes it as assert_fact would (new head at the next revision, old one superseded)."""
+    from bench import cas_floor
+
+    def fact(project: str, subject: str, predicate: str, revisions: int) -> None:
+        for n in range(1, revisions + 1):
+            assertion = replace(
+                deadline(f"v{n}", f"r{n}", at(10, n), expected_revision=n - 1 or None),
+                project_id=project,
+                subject_id=subject,
+                predicate=predicate,
+            )
+            assert assert_fact(agent, assertion, now=at(10, n, 10)).outcome == Outcome.CREATED
+
+    fact("project-a", "subject-1", "due", 1)
+    fact("project-b", "subject-2", "owner", 2)
+    fact("project-c", "subject-3", "status", 3)
+    heads = {h.project: h for h in cas_floor.sample_floor_heads(agent.tenant_id, 10, 1)}
+    plan, attrs, used = cas_floor.make_plan(agent, [heads["project-a"], heads["project-b"]], "t")
+    assert [h.project for h in used] == ["project-a", "project-b"]
+    target = heads["project-c"]
+    cas_floor.replay_write(plan, cas_floor._fill_for(agent.tenant_id, attrs, target, "floor-value"))
+    assert cas_floor.verify_floor(agent.tenant_id, [target]).startswith("1/1 ")
+    new = MemoryRecord.objects.get(project__key="project-c", subject_id="subject-3", revision=4)
+    assert (new.value, new.source_revision, new.is_head) == ("floor-value", "r4", True)
+    assert AuditEvent.objects.filter(object_id=new.memory_id, action="record.asserted.created").exists()

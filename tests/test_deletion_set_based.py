@@ -1,0 +1,261 @@
+"""Deletion's acceptance is set-based: the scope is hidden by its condition (tenant, project, subject or
+predicate), dependants are reached one statement per kind, and the stores that need no targets to hide
+find them when the purge starts, all before any store purges."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.core.cache import cache
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from deletion import stores
+from deletion.models import DeletionRequest, StoreProgress, Tombstone
+from deletion.service import _file, find_pending, request_deletion, resolve_scope
+from deletion.stores import PENDING_TARGETS
+from deletion.tasks import purge_store
+from memory_admin.accounts.services import ensure_principal
+from memory_admin.derived import caches, lineage
+from memory_admin.derived.lineage import BaseRef
+from memory_admin.derived.models import CacheEntry, Event, Invalidation, ScheduledAction, Summary
+from memory_admin.derived.propagation import SET_KINDS, propagate_set
+from memory_admin.memory.actions import Assertion, assert_fact
+from memory_admin.memory.models import MemoryRecord, Project
+from tests.conftest import at
+
+PROJECT = "project-a"
+
+
+def fact(agent, subject: str, predicate: str, value: str, revision: str = "1", expected: int | None = None):
+    return assert_fact(
+        agent,
+        Assertion(
+            project_id=PROJECT,
+            subject_id=subject,
+            predicate=predicate,
+            value=value,
+            valid_from=at(10, 20 + int(revision)),
+            source_canonical_ref=f"crm:{subject}",
+            source_revision=revision,
+            expected_revision=expected,
+        ),
+    ).record
+
+
+def person(agent, subject: str, facts: int) -> list[MemoryRecord]:
+    """`facts` fact keys of `subject`, each with two revisions (the first superseded)."""
+    made = []
+    for i in range(facts):
+        made.append(fact(agent, subject, f"field_{i}", f"first value {i} of {subject}"))
+        made.append(fact(agent, subject, f"field_{i}", f"second value {i} of {subject}", "2", expected=1))
+    return made
+
+
+def with_dependants(agent, other_agent, records: list[MemoryRecord]) -> dict[str, object]:
+    """A summary, a scheduled action, a loaded context and a cache entry on each current record."""
+    heads = list(MemoryRecord.objects.filter(pk__in=[r.pk for r in records], is_head=True).order_by("id"))
+    made: dict[str, list[object]] = {"summaries": [], "actions": [], "loads": [], "keys": []}
+    for r in heads:
+        base = [BaseRef(r.memory_id, r.revision)]
+        made["summaries"].append(lineage.create_summary(agent, project_id=PROJECT, text="about it", bases=base))
+        made["actions"].append(
+            lineage.schedule_action(
+                agent,
+                project_id=PROJECT,
+                kind="remind",
+                payload={"note": "x"},
+                due_at=timezone.now() + timedelta(days=1),
+                bases=base,
+            )
+        )
+        made["loads"].append(
+            lineage.register_context_load(
+                other_agent, session_id=f"s-{r.pk}", bases=base, expires_at=timezone.now() + timedelta(hours=1)
+            )
+        )
+        key = caches.fact_key(r.tenant_id, PROJECT, r.subject_id, r.predicate)
+        caches.store(r.tenant_id, key, {"v": 1}, [r], ttl=600)
+        made["keys"].append(key)
+    return made
+
+
+def records_of(subject: str):
+    return MemoryRecord.all_objects.filter(subject_id=subject)
+
+
+# --- propagate_set ---------------------------------------------------------------------------------
+
+
+def test_propagate_set_reaches_every_kind_of_dependant_of_the_records_the_condition_names(agent, other_agent):
+    records = person(agent, "p-1", 2)
+    other = person(agent, "p-2", 1)
+    made = with_dependants(agent, other_agent, records + other)
+    now = timezone.now()
+    with transaction.atomic():
+        result = propagate_set(
+            records_of("p-1").filter(tombstoned_at__isnull=True),
+            tenant_id=agent.tenant_id,
+            reason="Gone.",
+            now=now,
+        )
+    mine = {r.pk for r in records}
+    assert len(result.summaries) == 2 and len(result.actions) == 2 and result.notices == 2
+    assert len(result.cache_keys) == 2 and cache.get_many(result.cache_keys) == {}
+    assert set(Summary.objects.filter(status="stale").values_list("id", flat=True)) == set(result.summaries)
+    assert set(ScheduledAction.objects.filter(status="suspended").values_list("id", flat=True)) == set(result.actions)
+    notices = Invalidation.objects.filter(reason="Gone.")
+    assert {n.record_id for n in notices} <= mine and notices.count() == 2
+    assert all(n.memory_id and n.agent_id == other_agent.pk for n in notices)
+    assert CacheEntry.objects.filter(evicted_at=now).count() == 2
+    # The other subject's dependants are untouched.
+    other_key = made["keys"][-1]
+    assert cache.get(other_key) is not None
+    assert CacheEntry.objects.get(key=other_key).evicted_at is None
+    assert Summary.objects.filter(status="current").count() == 1
+    # Run again: nothing new (notices once per loaded copy, evicted keys stay evicted).
+    with transaction.atomic():
+        again = propagate_set(records_of("p-1"), tenant_id=agent.tenant_id, reason="Gone.", now=now)
+    assert again.summaries == [] and again.actions == [] and again.notices == 0 and again.cache_keys == []
+
+
+def test_propagate_set_visits_only_the_kinds_asked(agent, other_agent):
+    records = person(agent, "p-1", 1)
+    with_dependants(agent, other_agent, records)
+    with transaction.atomic():
+        result = propagate_set(
+            records_of("p-1"), tenant_id=agent.tenant_id, reason="Gone.", now=timezone.now(), kinds=("caches",)
+        )
+    assert len(result.cache_keys) == 1 and result.notices == 0 and result.summaries == []
+    assert Summary.objects.filter(status="current").count() == 1
+    assert not Invalidation.objects.filter(reason="Gone.").exists()
+
+
+def test_propagate_set_runs_as_many_statements_for_many_records_as_for_one(agent, other_agent):
+    small = person(agent, "p-small", 1)
+    large = person(agent, "p-large", 6)
+    with_dependants(agent, other_agent, small + large)
+
+    def statements(subject: str) -> int:
+        with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+            propagate_set(records_of(subject), tenant_id=agent.tenant_id, reason="Gone.", now=timezone.now())
+            transaction.set_rollback(True)
+        return len(queries)
+
+    assert statements("p-large") == statements("p-small")
+    assert set(SET_KINDS) == {"summaries", "actions", "contexts", "caches"}
+
+
+# --- acceptance ------------------------------------------------------------------------------------
+
+
+def test_acceptance_hides_by_the_scope_and_leaves_the_finds_to_the_purge(agent, other_agent, compliance):
+    records = person(agent, "p-1", 3)
+    kept = person(agent, "p-2", 1)
+    made = with_dependants(agent, other_agent, records + kept)
+    line = lineage.log_event(
+        agent,
+        project_id=PROJECT,
+        session_id="s-1",
+        actor="user",
+        text="p-1 said hi",
+        occurred_at=at(10, 20),
+        subject_ids=[],
+    )
+    request = request_deletion(compliance, project_id=PROJECT, scope={"subject_id": "p-1"}, reason="Erasure")
+    assert isinstance(request, DeletionRequest) and request.removed_from_reads_at is not None
+    # Hidden at once, every revision, and nothing of the other subject.
+    assert not MemoryRecord.objects.filter(subject_id="p-1").exists()
+    assert set(records_of("p-1").values_list("status", "is_head").distinct()) == {("deleted", False)}
+    assert MemoryRecord.objects.filter(subject_id="p-2").count() == 2
+    assert Event.objects.get(pk=line.pk).hidden_at is not None
+    assert Summary.objects.filter(hidden_at__isnull=False, status="withdrawn").count() == 3
+    assert ScheduledAction.objects.filter(status="cancelled").count() == 3
+    assert Invalidation.objects.filter(agent=other_agent, reason__contains=request.public_id).count() == 3
+    assert cache.get_many(made["keys"][:3]) == {} and cache.get(made["keys"][3]) is not None
+    assert Tombstone.objects.filter(request=request, kind="record").count() == 6
+    rows = {p.store: p for p in request.stores.all()}
+    assert rows["records"].hidden == 6
+    assert rows["logs"].hidden == 1 and rows["summaries"].hidden == 3 and rows["scheduled_actions"].hidden == 3
+    # The stores whose targets are not needed to hide them wait for the purge to find them.
+    waiting = {name for name, p in rows.items() if p.targets == PENDING_TARGETS}
+    assert {"records", "logs", "embeddings", "summaries", "caches", "contexts"} <= waiting
+    assert "exports" not in waiting  # files: found and withheld at acceptance
+    assert all(rows[name].found == 0 for name in waiting)
+
+
+def test_the_first_purge_task_finds_every_waiting_store_before_any_purges(agent, other_agent, compliance):
+    records = person(agent, "p-1", 2)
+    with_dependants(agent, other_agent, records)
+    request = request_deletion(compliance, project_id=PROJECT, scope={"subject_id": "p-1"}, reason="Erasure")
+    assert isinstance(request, DeletionRequest)
+    records_row = request.stores.get(store="records")
+    purge_store.apply(args=[records_row.pk])  # the records go first: the others' copies are found already
+    assert not records_of("p-1").exists()
+    rows = {p.store: p for p in request.stores.all()}
+    assert all(p.targets != PENDING_TARGETS for p in rows.values())
+    assert rows["records"].found == 4 and len(rows["records"].targets["ids"]) == 4
+    assert rows["summaries"].found == 2 and len(rows["summaries"].targets["ids"]) == 2
+    assert rows["scheduled_actions"].found == 2 and rows["contexts"].found == 2
+    assert rows["caches"].found == 2 and rows["logs"].targets["subjects"] == ["p-1"]
+    assert find_pending(request.pk) == 0  # found once
+    for progress in request.stores.exclude(store="records"):
+        purge_store.apply(args=[progress.pk])
+    assert not Summary.objects.filter(pk__in=rows["summaries"].targets["ids"]).exists()
+    assert StoreProgress.objects.filter(request=request, state="verified").count() >= len(stores.registered()) - 1
+
+
+def test_a_failing_find_leaves_every_store_waiting_and_the_purge_retries(agent, compliance, monkeypatch):
+    person(agent, "p-1", 1)
+    request = request_deletion(compliance, project_id=PROJECT, scope={"subject_id": "p-1"}, reason="Erasure")
+    assert isinstance(request, DeletionRequest)
+    summaries = stores.get("summaries")
+
+    def broken(scope):
+        raise RuntimeError("store unreachable")
+
+    monkeypatch.setattr(summaries, "find", broken)
+    row = request.stores.get(store="records")
+    purge_store.apply(args=[row.pk])
+    row.refresh_from_db()
+    assert row.state == "failed" and "store unreachable" in row.last_error
+    assert records_of("p-1").count() == 2  # nothing purged before every store is found
+    assert request.stores.filter(targets=PENDING_TARGETS).count() >= 5  # the finds rolled back together
+    monkeypatch.undo()
+    purge_store.apply(args=[row.pk])
+    assert not records_of("p-1").exists()
+    assert not request.stores.filter(targets=PENDING_TARGETS).exists()
+
+
+def test_a_record_written_after_the_scope_was_resolved_is_not_hidden_with_it(agent, compliance):
+    person(agent, "p-1", 1)
+    project = Project.objects.get(tenant_id=agent.tenant_id, key=PROJECT)
+    resolved = resolve_scope(agent.tenant_pk, project, "subject_id", "p-1")
+    late = fact(agent, "p-1", "field_late", "written after the preview")
+    request = _file(compliance, project, "subject_id", "p-1", "Erasure", None, resolved)
+    assert request.stores.get(store="records").hidden == 2
+    assert MemoryRecord.objects.filter(pk=late.pk).exists()  # still readable: the request did not cover it
+    assert not Tombstone.objects.filter(memory_id=late.memory_id).exists()
+
+
+@pytest.mark.parametrize("kind", ["memory_ids", "predicate"])
+def test_memory_ids_and_predicate_scopes_hide_only_what_they_name(agent, compliance, kind):
+    one = person(agent, "p-1", 2)
+    two = person(agent, "p-2", 2)
+    if kind == "memory_ids":
+        named = [one[0], one[1], two[2]]
+        scope = {"memory_ids": [r.memory_id for r in named]}
+    else:
+        named = [r for r in one + two if r.predicate == "field_1"]
+        scope = {"predicate": "field_1"}
+    request = request_deletion(compliance, project_id=PROJECT, scope=scope, reason="Erasure")
+    assert isinstance(request, DeletionRequest)
+    if kind == "predicate":  # a whole predicate waits for a second compliance person
+        from deletion.service import approve
+
+        approve(ensure_principal("acme", "cora", ["compliance"]), request.public_id)
+    hidden = set(MemoryRecord.all_objects.filter(tombstoned_at__isnull=False).values_list("pk", flat=True))
+    assert hidden == {r.pk for r in named}
+    assert MemoryRecord.objects.count() == 8 - len(named)
