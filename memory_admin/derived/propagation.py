@@ -320,19 +320,33 @@ def _dependant_kinds(pks: list[int], now: datetime) -> set[str]:
             ("cache", CacheEntry),
         )
     }
-    ids = ", ".join(["%s"] * len(pks))
+    id_params: list[Any]
+    if connection.vendor == "postgresql":
+        # One array parameter: an IN list of 1,000 ids (a batch of supersessions) is planned anew each time
+        # and cost 0.2-0.6 s per statement; `= ANY(array)` costs about 10 ms.
+        match, id_params = "= ANY(%s::bigint[])", [list(pks)]
+    else:
+        match, id_params = f"IN ({', '.join(['%s'] * len(pks))})", list(pks)
     sql = f"""
         SELECT
           EXISTS (SELECT 1 FROM {t["summary_base"]} b JOIN {t["summary"]} s ON s.id = b.summary_id
-                  WHERE b.record_id IN ({ids}) AND s.status = %s),
+                  WHERE b.record_id {match} AND s.status = %s),
           EXISTS (SELECT 1 FROM {t["action_base"]} b JOIN {t["action"]} a ON a.id = b.action_id
-                  WHERE b.record_id IN ({ids}) AND a.status = %s),
+                  WHERE b.record_id {match} AND a.status = %s),
           EXISTS (SELECT 1 FROM {t["item"]} i JOIN {t["load"]} l ON l.id = i.load_id
-                  WHERE i.record_id IN ({ids}) AND l.expires_at > %s),
+                  WHERE i.record_id {match} AND l.expires_at > %s),
           EXISTS (SELECT 1 FROM {t["cache_link"]} r JOIN {t["cache"]} e ON e.id = r.cacheentry_id
-                  WHERE r.memoryrecord_id IN ({ids}) AND e.evicted_at IS NULL)
+                  WHERE r.memoryrecord_id {match} AND e.evicted_at IS NULL)
     """
-    params: list[Any] = [*pks, Summary.Status.CURRENT, *pks, ScheduledAction.Status.SCHEDULED, *pks, now, *pks]
+    params: list[Any] = [
+        *id_params,
+        Summary.Status.CURRENT,
+        *id_params,
+        ScheduledAction.Status.SCHEDULED,
+        *id_params,
+        now,
+        *id_params,
+    ]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
