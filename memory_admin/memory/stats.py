@@ -111,7 +111,7 @@ def _maintained(tenant_id: int, now: datetime) -> RecordStats:
                                     / 86400)::integer - %(d0)s) * interval '1 day'),
                    count(*)
             FROM memory_memoryrecord
-            WHERE tenant_id = %(tenant)s AND status = 'accepted' AND (
+            WHERE tenant_id = %(tenant)s AND status = 'accepted' AND tombstoned_at IS NULL AND (
                 (recheck_after >= %(s0)s AND recheck_after < %(s0)s + interval '1 day')
                 OR (recheck_after >= %(s1)s AND recheck_after < %(s1)s + interval '1 day')
                 OR (recheck_after >= %(s7)s AND recheck_after < %(s7)s + interval '1 day'))
