@@ -465,12 +465,10 @@ def floor_parallel(
 ) -> tuple[list[Any], list[str]]:
     """The floor in `processes` processes (each captures its own plan), right after assert_fact's parallel run."""
     import multiprocessing
-    import queue
-    import sys
 
     from django.db import connection
 
-    from bench.measure import Figure
+    from bench.measure import Figure, collect_runs
 
     connection.close()
     heads = sample_floor_heads(tenant_id, (CANDIDATES + per_process + warmup) * processes, seed + 6)
@@ -486,20 +484,7 @@ def floor_parallel(
         )
         for p, chunk in enumerate(chunks)
     ]
-    for worker in workers:
-        worker.start()
-    runs: list[FloorRun] = []
-    while len(runs) < len(workers):
-        try:
-            runs.append(results.get(timeout=1))
-        except queue.Empty:
-            failed = [w.exitcode for w in workers if w.exitcode not in (None, 0)]
-            if failed:
-                for worker in workers:
-                    worker.kill()
-                sys.exit(f"A floor process failed (exit codes {failed}); see its traceback above.")
-    for worker in workers:
-        worker.join()
+    runs: list[FloorRun] = collect_runs(workers, results, "floor")
     wall = max(r.finished for r in runs) - min(r.started for r in runs)
     total = sum(len(r.samples_ms) for r in runs)
     rate = total / wall

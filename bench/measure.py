@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import queue
 import statistics
 import sys
 import time
@@ -117,3 +118,23 @@ def queries_per_call(fn: Callable[[], object]) -> int:
     with CaptureQueriesContext(connection) as ctx:
         fn()
     return len(ctx.captured_queries)
+
+
+def collect_runs(workers: list[Any], results: Any, what: str) -> list[Any]:
+    """Start the worker processes and gather one result from each off `results`; if one dies first, kill
+    them all and exit naming the exit codes (`what` names the processes in that message)."""
+    for worker in workers:
+        worker.start()
+    runs: list[Any] = []
+    while len(runs) < len(workers):
+        try:
+            runs.append(results.get(timeout=1))
+        except queue.Empty:
+            failed = [w.exitcode for w in workers if w.exitcode not in (None, 0)]
+            if failed:
+                for worker in workers:
+                    worker.kill()
+                sys.exit(f"A {what} process failed (exit codes {failed}); see its traceback above.")
+    for worker in workers:
+        worker.join()
+    return runs

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
-import queue
 import random
 import shutil
 import sys
@@ -38,7 +37,17 @@ if str(REPO_ROOT) not in sys.path:  # `python bench/run.py` puts bench/ first, n
     sys.path.insert(0, str(REPO_ROOT))
 
 from bench import cas_floor  # noqa: E402
-from bench.measure import Figure, Head, check_response, path_of, print_table, queries_per_call, sample_heads, timed  # noqa: E402
+from bench.measure import (  # noqa: E402
+    Figure,
+    Head,
+    check_response,
+    collect_runs,
+    path_of,
+    print_table,
+    queries_per_call,
+    sample_heads,
+    timed,
+)
 
 TENANT = "bench"
 AGENT = "bench-agent"
@@ -700,20 +709,7 @@ def bench_writes(
         ctx.Process(target=_write_worker, args=(part, warmup, f"bench-{seed}-m{p}", barrier, results))
         for p, part in enumerate(parts)
     ]
-    for worker in workers:
-        worker.start()
-    runs: list[WriteRun] = []
-    while len(runs) < len(workers):
-        try:
-            runs.append(results.get(timeout=1))
-        except queue.Empty:
-            failed = [w.exitcode for w in workers if w.exitcode not in (None, 0)]
-            if failed:
-                for worker in workers:
-                    worker.kill()
-                sys.exit(f"A writer process failed (exit codes {failed}); see its traceback above.")
-    for worker in workers:
-        worker.join()
+    runs: list[WriteRun] = collect_runs(workers, results, "writer")
     wall = max(r.finished for r in runs) - min(r.started for r in runs)
     total = sum(len(r.samples_ms) for r in runs)
     rate = total / wall
