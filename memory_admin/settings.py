@@ -247,11 +247,11 @@ EMBEDDING_DIM = envint("EMBEDDING_DIM", 256)
 # ANN index (IVF-PQ): built by the task build_vector_ann_index once the table has this many rows (exact
 # scans below it); searches probe at least NPROBES partitions and re-rank REFINE_FACTOR x k candidates
 # exactly. PARTITIONS / SUB_VECTORS 0: about 4,000 rows per partition, 8 dimensions per PQ sub-vector.
-VECTOR_ANN_MIN_ROWS = envint("VECTOR_ANN_MIN_ROWS", 250_000)
-VECTOR_ANN_NPROBES = envint("VECTOR_ANN_NPROBES", 20)
-VECTOR_ANN_REFINE_FACTOR = envint("VECTOR_ANN_REFINE_FACTOR", 10)
-VECTOR_ANN_PARTITIONS = envint("VECTOR_ANN_PARTITIONS", 0)
-VECTOR_ANN_SUB_VECTORS = envint("VECTOR_ANN_SUB_VECTORS", 0)
+VECTOR_ANN_MIN_ROWS = envint("VECTOR_ANN_MIN_ROWS", 250_000, minimum=1)
+VECTOR_ANN_NPROBES = envint("VECTOR_ANN_NPROBES", 20, minimum=1)
+VECTOR_ANN_REFINE_FACTOR = envint("VECTOR_ANN_REFINE_FACTOR", 10, minimum=1)
+VECTOR_ANN_PARTITIONS = envint("VECTOR_ANN_PARTITIONS", 0, minimum=0)
+VECTOR_ANN_SUB_VECTORS = envint("VECTOR_ANN_SUB_VECTORS", 0, minimum=0)
 # Cached fact answers live this long at most (they are evicted at once when a base changes).
 FACT_CACHE_SECONDS = envint("FACT_CACHE_SECONDS", 300)
 

@@ -275,3 +275,35 @@ def test_agent_search_through_the_index_keeps_governance_and_tenants(
     other = search(outsider, project_id=None, q="submission deadline", k=5, now=at(10, 23))
     assert other.results == [] and other.held_back == []
     assert other.dropped >= 1  # its own index rows were proposed, then dropped: none of acme's
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        ("VECTOR_ANN_NPROBES", "0"),
+        ("VECTOR_ANN_REFINE_FACTOR", "-1"),
+        ("VECTOR_ANN_MIN_ROWS", "0"),
+        ("VECTOR_ANN_PARTITIONS", "-4"),
+        ("VECTOR_ANN_SUB_VECTORS", "x"),
+    ],
+)
+def test_an_ann_setting_out_of_range_stops_the_settings_from_loading(name: str, raw: str) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, name: raw, "DJANGO_SETTINGS_MODULE": "memory_admin.settings"}
+    done = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode != 0
+    assert "ImproperlyConfigured" in done.stderr and name in done.stderr
+
+
+def test_envint_keeps_values_at_their_minimum(monkeypatch: pytest.MonkeyPatch) -> None:
+    from memory_admin.env import envint
+
+    monkeypatch.setenv("ANN_TEST_VALUE", "1")
+    assert envint("ANN_TEST_VALUE", 5, minimum=1) == 1
+    monkeypatch.setenv("ANN_TEST_VALUE", "")
+    assert envint("ANN_TEST_VALUE", 5, minimum=1) == 5
