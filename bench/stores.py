@@ -61,7 +61,9 @@ VECTORS_ROOT = REPO_ROOT / "var" / "bench-vectors"
 RUN_TAG = secrets.token_hex(3)  # tenants and subjects of this run are unique, so reruns never collide
 CACHE_URL = "redis://127.0.0.1:6379/12"
 BROKER_URL = "redis://127.0.0.1:6379/11"
-BENCHMARKS = ("propagation", "search", "deletion")
+BENCHMARKS = ("propagation", "search", "deletion", "vectors")
+# `vectors`: bench/vectors.py (ANN index vs exact scan, no database) at this many vectors (--quick: / 10).
+VECTOR_BENCH_SIZE = 250_000
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
 WORDS = (
@@ -1191,14 +1193,14 @@ def bench_deletion(scale: Scale, explain: bool, profile: bool = False) -> list[R
     say(f"  broker connection warmed (untimed): {time.perf_counter() - t0:.2f} s")
     profiler = cProfile.Profile() if profile else None
     committed: list[float] = []
-    original_append = ledger.append_after_commit
+    original_append = ledger.append_entries_after_commit
 
-    def append_marking_commit(stones: Any) -> None:
+    def append_marking_commit(entries: Any) -> None:
         # The acceptance's first after-commit callback: the moment reads stop returning the scope.
         transaction.on_commit(lambda: committed.append(time.perf_counter()))
-        original_append(stones)
+        original_append(entries)
 
-    ledger.append_after_commit = append_marking_commit  # type: ignore[assignment]
+    ledger.append_entries_after_commit = append_marking_commit  # type: ignore[assignment]
     with instrumented_stores(times), logged_queries() as log:
         t0 = time.perf_counter()
         if profiler is not None:
@@ -1214,7 +1216,7 @@ def bench_deletion(scale: Scale, explain: bool, profile: bool = False) -> list[R
             profiler.disable()
         request_s = time.perf_counter() - t0
         committed_at = timezone.now()
-    ledger.append_after_commit = original_append  # type: ignore[assignment]
+    ledger.append_entries_after_commit = original_append  # type: ignore[assignment]
     commit_s = (committed[0] - t0) if committed else math.nan
     assert isinstance(request, DeletionRequest)
     request.refresh_from_db()
@@ -1398,6 +1400,11 @@ def main() -> None:
             tables.append(("3. deletion", bench_deletion(scale, args.explain, args.profile)))
         for title, rows in tables:
             print_table(title, rows)
+        if "vectors" in only:
+            from bench.vectors import bench_vectors
+
+            say("\n4. vectors: ANN index vs exact scan (bench/vectors.py; `make bench-vectors` for 1M)")
+            bench_vectors(VECTOR_BENCH_SIZE // (10 if args.quick else 1), args.queries)
         say(f"\nLoad average at the end: {load_average()}")
     finally:
         connection.close()

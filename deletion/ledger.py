@@ -29,7 +29,12 @@ def entry(stone: Tombstone) -> dict[str, Any]:
 
 
 def append_after_commit(stones: Iterable[Tombstone]) -> None:
-    lines = [json.dumps(entry(s), sort_keys=True) + "\n" for s in stones]
+    append_entries_after_commit([entry(s) for s in stones])
+
+
+def append_entries_after_commit(entries: Iterable[dict[str, Any]]) -> None:
+    """Append the entries (`entry`'s shape) to the ledger once the caller's transaction commits."""
+    lines = [json.dumps(e, sort_keys=True) + "\n" for e in entries]
 
     def write() -> None:
         target = path()

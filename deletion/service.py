@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from deletion import ledger, stores, task_refs, tombstones
 from deletion.models import Backup, DeletionRequest, StoreProgress, Tombstone
-from deletion.stores import PENDING_TARGETS, SCOPE_FIELDS, Scope, job_for
+from deletion.stores import PENDING_TARGETS, Scope, job_for, scope_records
 from memory_admin.accounts.models import Principal
 from memory_admin.derived.propagation import NOTICES, propagate_set
 from memory_admin.memory import audit, validation
@@ -194,7 +194,7 @@ def resolve_scope(tenant_id: int, project: Project, kind: str, value: Any) -> Sc
         records = records.filter(predicate=value)
     else:
         records = records.filter(memory_id__in=value)
-    found = list(records.only(*SCOPE_FIELDS).order_by("id"))
+    found = scope_records(records.order_by("id"))
     subjects = [value] if kind == ScopeKind.SUBJECT else []
     return Scope(
         tenant_id=tenant_id,
@@ -403,47 +403,16 @@ def _accept(request: DeletionRequest, scope: Scope) -> None:
     commit. Stores that need no targets to hide find them when the purge starts (`find_pending`)."""
     now = timezone.now()
     scope = replace(scope, request_public_id=request.public_id)
-    fact_hashes = {
-        fact: tombstones.fact_scope(request.tenant_id, scope.project_key, *fact)
-        for fact in {(r.subject_id, r.predicate) for r in scope.records}
-    }  # one per fact key, whatever its revisions
-    stones = [
-        Tombstone(
-            tenant_id=request.tenant_id,
-            request=request,
-            kind=Tombstone.Kind.RECORD,
-            memory_id=r.memory_id,
-            scope_hash=fact_hashes[r.subject_id, r.predicate],
-            value_hash=tombstones.value_digest(r.value),
-            source_hash=tombstones.source_digest(r.source_canonical_ref, r.source_revision),
-            created_at=now,
-        )
-        for r in scope.records
-    ]
     if request.scope_kind == ScopeKind.SUBJECT:
-        stones.append(
-            Tombstone(
-                tenant_id=request.tenant_id,
-                request=request,
-                kind=Tombstone.Kind.SUBJECT,
-                created_at=now,
-                scope_hash=tombstones.subject_scope(request.tenant_id, scope.project_key, request.scope_value),
-            )
-        )
+        scope_hash = tombstones.subject_scope(request.tenant_id, scope.project_key, request.scope_value)
     elif request.scope_kind == ScopeKind.PREDICATE:
-        stones.append(
-            Tombstone(
-                tenant_id=request.tenant_id,
-                request=request,
-                kind=Tombstone.Kind.PREDICATE,
-                created_at=now,
-                scope_hash=tombstones.predicate_scope(request.tenant_id, scope.project_key, request.scope_value),
-            )
-        )
-    for stone in stones:
-        stone.request_public_id = request.public_id
-    Tombstone.objects.bulk_create(stones)
-    ledger.append_after_commit(stones)
+        scope_hash = tombstones.predicate_scope(request.tenant_id, scope.project_key, request.scope_value)
+    else:
+        scope_hash = ""
+    # One INSERT for the records' tombstones (the keyed hashes are computed here: the key never reaches
+    # the database) and the scope's own, with no model instances.
+    entries = tombstones.insert_for_request(request, scope, now, scope_hash=scope_hash)
+    ledger.append_entries_after_commit(entries)
     # Dependants learn first, while the records still read as themselves: a notice to every agent holding a
     # copy. The rest of the propagation is the stores' hiding below: summaries withdrawn and scheduled
     # actions cancelled (no stale mark or suspension first), cache keys evicted; vector entries reach reads
@@ -503,7 +472,7 @@ def tombstoned_scope(request: DeletionRequest) -> Scope:
         tenant_id=request.tenant_id,
         project_id=request.project_id,
         project_key=request.project.key,
-        records=list(records),
+        records=scope_records(records),
         subjects=[request.scope_value] if request.scope_kind == ScopeKind.SUBJECT else [],
         kind=request.scope_kind,
         value=request.scope_value,

@@ -127,6 +127,21 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "timeout": 20,
     }
+else:
+    # PostgreSQL. DB_SERVER_SIDE_BINDING=1 sends values apart from the SQL text (psycopg's server-side
+    # binding) instead of merging them into it; DB_PREPARE_THRESHOLD=N then has psycopg prepare a statement
+    # after N runs on a connection, so the server plans it once (0.3-0.5 ms a read here). Both are off by
+    # default, as in Django: prepared statements need connections that persist (DB_CONN_MAX_AGE) and a pooler
+    # in transaction mode that tracks them (PgBouncer >= 1.21, max_prepared_statements), and server-side
+    # binding refuses SQL whose placeholders PostgreSQL cannot type. N >= 1: with 0 every statement is prepared
+    # on first use, and PostgreSQL refuses to prepare the multi-statement DDL of Django's migrations.
+    DATABASES["default"]["OPTIONS"] = {"server_side_binding": envbool("DB_SERVER_SIDE_BINDING", False)}
+    if envstr("DB_PREPARE_THRESHOLD", "").strip():
+        if not DATABASES["default"]["OPTIONS"]["server_side_binding"]:
+            raise ImproperlyConfigured(
+                "DB_PREPARE_THRESHOLD needs DB_SERVER_SIDE_BINDING=1 (psycopg prepares nothing else)"
+            )
+        DATABASES["default"]["OPTIONS"]["prepare_threshold"] = envint("DB_PREPARE_THRESHOLD", 5, minimum=1)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # PostgreSQL, two roles (README "Row-level security", "Deploying"): `migrate` runs as the owner of the tables
 # (DATABASE_URL naming the owner), and when DATABASE_APP_ROLE names the role the web app and the workers
@@ -244,11 +259,16 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 VECTOR_INDEX_PATH = envstr("VECTOR_INDEX_PATH", str(VAR_DIR / "vectors"))
 EMBEDDING_MODEL = envstr("EMBEDDING_MODEL", "")  # a sentence-transformers model available offline
 EMBEDDING_DIM = envint("EMBEDDING_DIM", 256)
-# ANN index (IVF-PQ): built by the task build_vector_ann_index once the table has this many rows (exact
-# scans below it); searches probe at least NPROBES partitions and re-rank REFINE_FACTOR x k candidates
-# exactly. PARTITIONS / SUB_VECTORS 0: about 4,000 rows per partition, 8 dimensions per PQ sub-vector.
+# ANN index: built by the task build_vector_ann_index once the table has this many rows (exact scans
+# below it), with scalar indexes on the filter columns; searches probe NPROBES partitions (all of them
+# only when a narrow filter leaves fewer than k rows there) and re-rank REFINE_FACTOR x k candidates
+# exactly. INDEX_TYPE IVF_SQ (8-bit scalar quantisation) or IVF_PQ (product quantisation: 8x smaller,
+# slower to build, coarser). PARTITIONS 0: about sqrt(rows); SUB_VECTORS 0 (PQ): 8 dimensions each.
 VECTOR_ANN_MIN_ROWS = envint("VECTOR_ANN_MIN_ROWS", 250_000, minimum=1)
-VECTOR_ANN_NPROBES = envint("VECTOR_ANN_NPROBES", 20, minimum=1)
+VECTOR_ANN_INDEX_TYPE = envstr("VECTOR_ANN_INDEX_TYPE", "IVF_SQ").strip().upper()
+if VECTOR_ANN_INDEX_TYPE not in ("IVF_SQ", "IVF_PQ"):
+    raise ImproperlyConfigured(f"VECTOR_ANN_INDEX_TYPE={VECTOR_ANN_INDEX_TYPE!r} is not IVF_SQ or IVF_PQ")
+VECTOR_ANN_NPROBES = envint("VECTOR_ANN_NPROBES", 10, minimum=1)
 VECTOR_ANN_REFINE_FACTOR = envint("VECTOR_ANN_REFINE_FACTOR", 10, minimum=1)
 VECTOR_ANN_PARTITIONS = envint("VECTOR_ANN_PARTITIONS", 0, minimum=0)
 VECTOR_ANN_SUB_VECTORS = envint("VECTOR_ANN_SUB_VECTORS", 0, minimum=0)

@@ -1,4 +1,4 @@
-"""The set-based writes of a batch (memory.bulk_sql on PostgreSQL, the ORM elsewhere) store exactly what one
+"""The set-based writes of a batch (memory.rows on PostgreSQL, the ORM elsewhere) store exactly what one
 `assert_fact` per item stores — awkward text and JSON included — and the batch door's parser reports each item's
 problems as a serializer of its own would."""
 
@@ -14,7 +14,7 @@ from memory_admin.accounts.services import ensure_principal
 from memory_admin.accounts.tenancy import tenant_context
 from memory_admin.api.batch import ItemParser, assertion_of
 from memory_admin.api.serializers import AssertFactSerializer
-from memory_admin.memory import bulk_sql
+from memory_admin.memory import rows
 from memory_admin.memory.actions import Assertion, assert_fact
 from memory_admin.memory.batch import assert_facts
 from memory_admin.memory.errors import InvalidInput
@@ -53,12 +53,12 @@ def _rows(tenant_id: int) -> list[tuple[Any, ...]]:
         for f in MemoryRecord._meta.concrete_fields
         if f.attname not in ("id", "tenant_id", "project_id", "memory_id", "issuer_id", "recheck_claimed_at")
     ]
-    rows = []
+    out = []
     for r in MemoryRecord.all_objects.filter(tenant_id=tenant_id).order_by("subject_id", "revision"):
         row = {name: getattr(r, name) for name in fields}
         row["superseded_by_id"] = revision.get(r.superseded_by_id)  # the successor by revision, not id
-        rows.append(tuple(sorted(row.items())))
-    return rows
+        out.append(tuple(sorted(row.items())))
+    return out
 
 
 def _events(tenant_id: int) -> list[tuple[Any, ...]]:
@@ -139,33 +139,33 @@ def test_a_batch_reads_and_writes_only_its_own_tenants_facts(agent, outsider):
     assert still.is_head and still.status == "accepted" and still.superseded_by_id is None
 
 
-@pytest.mark.postgres_only(reason="PostgreSQL's array syntax, which memory.bulk_sql sends each column in")
+@pytest.mark.postgres_only(reason="PostgreSQL's array syntax, which memory.rows sends each column in")
 def test_array_literals_round_trip_through_postgresql(db):
     values = [*AWKWARD, None, "x" * 5000, "\t tab and\nnewline", "'single'"]
     with connection.cursor() as cursor:
-        cursor.execute("SELECT %s::text[]", [bulk_sql.array_literal(values)])
+        cursor.execute("SELECT %s::text[]", [rows.array_literal(values)])
         assert cursor.fetchone()[0] == values
         without_nulls = [v for v in values if v is not None]
-        cursor.execute("SELECT %s::text[]", [bulk_sql.array_literal(without_nulls)])
+        cursor.execute("SELECT %s::text[]", [rows.array_literal(without_nulls)])
         assert cursor.fetchone()[0] == without_nulls
-        cursor.execute("SELECT %s::text[]", [bulk_sql.array_literal([])])
+        cursor.execute("SELECT %s::text[]", [rows.array_literal([])])
         assert cursor.fetchone()[0] == []
 
 
-@pytest.mark.postgres_only(reason="memory.bulk_sql's INSERT ... SELECT FROM unnest(...), PostgreSQL's set-based insert")
+@pytest.mark.postgres_only(reason="memory.rows's INSERT ... SELECT FROM unnest(...), PostgreSQL's set-based insert")
 def test_a_naive_datetime_is_refused_rather_than_guessed(agent):
     naive = datetime(2026, 10, 20, 9, 0)
     columns = {"tenant_id": [agent.tenant_id], "at": [naive], "actor_name": ["x"], "action": ["a"]}
     with pytest.raises(ValueError, match="aware"):
-        bulk_sql.insert_columns(AuditEvent, {**columns, "object_type": ["record"], "object_id": ["m"], "reason": [""]})
+        rows.insert_columns(AuditEvent, {**columns, "object_type": ["record"], "object_id": ["m"], "reason": [""]})
     assert not AuditEvent.objects.filter(actor_name="x").exists()
 
 
 def test_a_nul_character_is_refused_before_it_reaches_the_database():
     with pytest.raises(ValueError, match="NUL"):
-        bulk_sql.array_literal(["fine", "bad\x00"])
+        rows.array_literal(["fine", "bad\x00"])
     with pytest.raises(ValueError, match="NUL"):
-        bulk_sql.array_literal(["fine", None, "bad\x00"])
+        rows.array_literal(["fine", None, "bad\x00"])
 
 
 def _through_a_serializer(raw: dict[str, Any]) -> Assertion | dict[str, list[str]]:

@@ -112,6 +112,111 @@ def test_the_rows_writes_are_what_save_writes(agent):
     )
 
 
+@pytest.mark.django_db
+def test_each_fields_preparation_is_the_fields_own_get_db_prep_save():
+    """memory.rows prepares the common values of a write without the field's method calls; for every field it writes
+    and every kind of value (those it returns at once and those it hands to the field), the result is the field's."""
+    from datetime import UTC, datetime
+
+    Status = MemoryRecord.Status
+
+    samples = [
+        None,
+        "text",
+        Status.ACCEPTED,
+        "",
+        0,
+        7,
+        True,
+        False,
+        at(10, 1),
+        datetime(2026, 10, 1, 9, 0, tzinfo=UTC),
+        {"a": [1, "two"]},
+        ["x"],
+    ]
+    checked = 0
+    for model in (MemoryRecord, AuditEvent):
+        for field in model._meta.concrete_fields:
+            fast = rows.preparer(field)
+            for value in samples:
+                try:
+                    expected = field.get_db_prep_save(value, connection)
+                except Exception as exc:  # the field refuses it: so must the fast path
+                    with pytest.raises(type(exc)):
+                        fast(value)
+                    continue
+                got = fast(value)
+                assert type(got) is type(expected) and repr(got) == repr(expected), (field.name, value)
+                checked += 1
+    assert checked > 200
+
+
+@pytest.mark.django_db
+def test_an_unsaved_related_object_is_refused_and_a_saved_one_gives_its_id(agent):
+    """save()'s check of related objects, made by memory.rows over the foreign keys it writes."""
+    made = assert_fact(agent, deadline("a", "r1", at(10, 1)), now=at(10, 1, 9, 1)).record
+    record = MemoryRecord.objects.get(pk=made.pk)
+    record.superseded_by = MemoryRecord(memory_id="mem-unsaved")
+    with pytest.raises(ValueError, match="unsaved related object 'superseded_by'"):
+        rows.update(record, ["superseded_by"])
+    successor = MemoryRecord.objects.get(pk=made.pk)
+    record.superseded_by = MemoryRecord(memory_id="mem-later")
+    record.superseded_by.pk = successor.pk  # an id given after the assignment is taken at write time
+    rows.update(record, ["superseded_by"])
+    assert MemoryRecord.objects.get(pk=made.pk).superseded_by_id == successor.pk
+
+
+@pytest.mark.django_db
+def test_a_row_built_by_position_is_the_one_keywords_build(agent):
+    """rows.build(model, values) stands in for model(**values): the same attributes, the related objects cached, the
+    defaults of the fields left out, and an unknown name refused."""
+    project = Project.objects.create(tenant_id=agent.tenant_id, key="p")
+    values = {
+        "tenant_id": agent.tenant_id,
+        "project": project,
+        "subject_id": "s",
+        "predicate": "due",
+        "value": {"a": 1},
+        "status": MemoryRecord.Status.ACCEPTED,
+        "valid_from": at(10, 1),
+        "recorded_from": at(10, 1, 9),
+        "revision": 1,
+        "source_canonical_ref": "crm:1",
+        "source_revision": "r1",
+        "issuer": agent,
+        "superseded_by": None,
+    }
+    fast, slow = rows.build(MemoryRecord, values), MemoryRecord(**values)
+    for field in MemoryRecord._meta.concrete_fields:
+        assert getattr(fast, field.attname) == getattr(slow, field.attname), field.attname
+    assert fast.project is project and fast.issuer is agent and fast.superseded_by is None
+    assert fast._state.adding and fast.derived_from == [] and fast.derived_from is not slow.derived_from
+    with pytest.raises(TypeError, match="no field"):
+        rows.build(MemoryRecord, {**values, "nonsense": 1})
+
+
+@pytest.mark.django_db
+def test_a_snapshot_is_what_a_json_round_trip_gives(agent):
+    """audit.snapshot converts the common values itself; the result is json.loads(json.dumps(..)) of the fields."""
+    import json
+    from datetime import UTC, datetime
+
+    from django.core.serializers.json import DjangoJSONEncoder
+
+    from memory_admin.memory import audit
+
+    made = assert_fact(agent, deadline({"n": 1.5, "t": [1, "x"]}, "r1", at(10, 1)), now=at(10, 1, 9, 1)).record
+    made.recheck_after = datetime(2026, 10, 1, 9, 0, 0, 123456, tzinfo=UTC)  # the encoder keeps milliseconds
+    made.status = MemoryRecord.Status.SUPERSEDED
+    made.status_reason = "why \u00e9"
+    got = audit.snapshot(made)
+    data = {name: getattr(made, name) for name in audit._SNAPSHOT_FIELDS}
+    expected = json.loads(json.dumps(data, cls=DjangoJSONEncoder))
+    assert {k: v for k, v in got.items() if k != "superseded_by"} == expected
+    assert type(got["status"]) is str and got["recheck_after"] == "2026-10-01T09:00:00.123Z"
+    assert json.dumps(got) == json.dumps({**expected, "superseded_by": None})
+
+
 def test_no_signal_listens_to_the_rows_written_without_save():
     """memory.rows sends no model signal; it may stand in for save() only while nobody listens."""
     for model in (MemoryRecord, AuditEvent):

@@ -259,3 +259,156 @@ def test_memory_ids_and_predicate_scopes_hide_only_what_they_name(agent, complia
     hidden = set(MemoryRecord.all_objects.filter(tombstoned_at__isnull=False).values_list("pk", flat=True))
     assert hidden == {r.pk for r in named}
     assert MemoryRecord.objects.count() == 8 - len(named)
+
+
+def test_the_tombstones_written_in_one_statement_carry_the_hashes_the_write_guards_compute(agent, compliance):
+    from deletion import tombstones
+
+    values = ['Zoë\'s price: 1,350 € ("final")\n', {"b": [1, 2.5, None], "a": "ü"}, 42]
+    records = [fact(agent, "p-1", f"field_{i}", value) for i, value in enumerate(values)]
+    records.append(fact(agent, "p-1", "field_0", "a second value", "2", expected=1))
+    with CaptureQueriesContext(connection) as queries:
+        request = request_deletion(compliance, project_id=PROJECT, scope={"subject_id": "p-1"}, reason="Erasure")
+    assert isinstance(request, DeletionRequest)
+    inserts = [q["sql"] for q in queries.captured_queries if q["sql"].startswith('INSERT INTO "deletion_tombstone"')]
+    assert len(inserts) == 1  # every tombstone of the request, the subject's included
+    stones = {s.memory_id: s for s in Tombstone.objects.filter(request=request, kind="record")}
+    assert set(stones) == {r.memory_id for r in records}
+    for r in records:
+        stone = stones[r.memory_id]
+        assert stone.scope_hash == tombstones.fact_scope(r.tenant_id, PROJECT, r.subject_id, r.predicate)
+        assert stone.value_hash == tombstones.value_digest(r.value)
+        assert stone.source_hash == tombstones.source_digest(r.source_canonical_ref, r.source_revision)
+        assert (
+            stone.request_public_id == request.public_id and stone.lifted_at is None and stone.tenant_id == r.tenant_id
+        )
+    subject = Tombstone.objects.get(request=request, kind="subject")
+    assert subject.scope_hash == tombstones.subject_scope(agent.tenant_id, PROJECT, "p-1") and subject.memory_id == ""
+    # And the write guards match them: the deleted value of the fact, even a structured one, is refused.
+    from memory_admin.memory.errors import Tombstoned
+
+    with pytest.raises(Tombstoned):
+        fact(agent, "p-1", "field_1", {"a": "ü", "b": [1, 2.5, None]}, "9")
+
+
+def test_the_ledger_gets_one_line_per_tombstone_after_commit(
+    agent, compliance, settings, tmp_path, django_capture_on_commit_callbacks
+):
+    from deletion import ledger
+
+    settings.BACKUP_DIR = str(tmp_path)
+    person(agent, "p-1", 2)
+    with django_capture_on_commit_callbacks(execute=True):
+        request = request_deletion(compliance, project_id=PROJECT, scope={"subject_id": "p-1"}, reason="Erasure")
+    assert isinstance(request, DeletionRequest)
+    lines = [e for e in ledger.read() if e["request_public_id"] == request.public_id]
+    stored = Tombstone.objects.filter(request=request)
+    assert sorted((e["kind"], e["memory_id"], e["scope_hash"], e["value_hash"], e["source_hash"]) for e in lines) == (
+        sorted(stored.values_list("kind", "memory_id", "scope_hash", "value_hash", "source_hash"))
+    )
+    assert {e["created_at"] for e in lines} == {s.created_at.isoformat() for s in stored}
+
+
+def test_acceptance_runs_as_many_statements_for_a_big_subject_as_for_a_small_one(agent, compliance):
+    person(agent, "p-1", 1)
+    person(agent, "p-2", 6)
+
+    def statements(subject: str) -> int:
+        with CaptureQueriesContext(connection) as queries:
+            request_deletion(compliance, project_id=PROJECT, scope={"subject_id": subject}, reason="Erasure")
+        return len(queries.captured_queries)
+
+    assert statements("p-1") == statements("p-2")
+
+
+def test_acceptance_hides_the_lines_the_records_were_extracted_from(agent, compliance):
+    def line(text: str, subjects: list[str]) -> Event:
+        return lineage.log_event(
+            agent,
+            project_id=PROJECT,
+            session_id="s-1",
+            actor="user",
+            text=text,
+            occurred_at=at(10, 20),
+            subject_ids=subjects,
+        )
+
+    source = line("my number changed", ["someone-else"])  # names neither the subject nor its values
+    other = line("unrelated", ["someone-else"])
+    assert_fact(
+        agent,
+        Assertion(
+            project_id=PROJECT,
+            subject_id="p-1",
+            predicate="phone",
+            value="+41 00 000 00 00",
+            valid_from=at(10, 21),
+            source_canonical_ref="chat",
+            source_revision="1",
+            event_ids=[source.public_id],
+        ),
+    )
+    request_deletion(compliance, project_id=PROJECT, scope={"subject_id": "p-1"}, reason="Erasure")
+    assert Event.objects.get(pk=source.pk).hidden_at is not None
+    assert Event.objects.get(pk=other.pk).hidden_at is None
+
+
+def test_the_records_purge_deletes_what_the_collector_would_and_keeps_the_rest(agent, other_agent, compliance):
+    from memory_admin.derived.models import ActionBase, ContextItem, Propagation, SummaryBase
+    from memory_admin.memory.models import Dispute
+
+    records = person(agent, "p-1", 2)
+    kept = person(agent, "p-2", 1)
+    with_dependants(agent, other_agent, records + kept)
+    # A record outside the scope whose successor is in it (an edge no assertion makes, but the schema allows).
+    outsider = kept[0]
+    MemoryRecord.all_objects.filter(pk=outsider.pk).update(superseded_by=records[1])
+    dispute = Dispute.objects.create(
+        tenant_id=agent.tenant_id, project_id=records[0].project_id, subject_id="p-1", predicate="x", winner=records[1]
+    )
+    dispute.candidates.set([records[1], kept[1]])
+    request = request_deletion(compliance, project_id=PROJECT, scope={"subject_id": "p-1"}, reason="Erasure")
+    ids = [r.pk for r in records]
+    row = request.stores.get(store="records")
+    purge_store.apply(args=[row.pk])
+    row.refresh_from_db()
+    assert row.state == "verified" and row.purged == 4
+    assert not MemoryRecord.all_objects.filter(pk__in=ids).exists()
+    assert MemoryRecord.all_objects.filter(pk__in=[r.pk for r in kept]).count() == 2
+    assert MemoryRecord.all_objects.get(pk=outsider.pk).superseded_by_id is None
+    assert MemoryRecord.all_objects.get(pk=kept[1].pk).superseded_by_id is None  # it is the head
+    for model, column in (
+        (SummaryBase, "record_id__in"),
+        (ActionBase, "record_id__in"),
+        (ContextItem, "record_id__in"),
+        (Propagation, "record_id__in"),
+        (CacheEntry.records.through, "memoryrecord_id__in"),
+        (Dispute.candidates.through, "memoryrecord_id__in"),
+    ):
+        assert not model.objects.filter(**{column: ids}).exists(), model
+    assert SummaryBase.objects.filter(record_id=kept[1].pk).exists()  # the other subject's links stay
+    assert list(dispute.candidates.values_list("pk", flat=True)) == [kept[1].pk]
+    dispute.refresh_from_db()
+    assert dispute.winner_id is None  # SET_NULL
+    assert not Invalidation.objects.filter(record_id__in=ids).exists()  # SET_NULL: notices stay, unlinked
+    assert Invalidation.objects.filter(record__isnull=True, reason__contains=request.public_id).count() == 2
+
+
+def test_the_records_purge_falls_back_to_the_collector_when_the_records_have_a_delete_signal(agent, compliance):
+    from django.db.models.signals import pre_delete
+
+    from deletion.stores.records import delete_records
+
+    records = person(agent, "p-1", 1)
+    seen: list[int] = []
+
+    def receiver(sender, instance, **kwargs):
+        seen.append(instance.pk)
+
+    pre_delete.connect(receiver, sender=MemoryRecord)
+    try:
+        assert delete_records([r.pk for r in records]) == 2
+    finally:
+        pre_delete.disconnect(receiver, sender=MemoryRecord)
+    assert sorted(seen) == sorted(r.pk for r in records)
+    assert not MemoryRecord.all_objects.filter(pk__in=seen).exists()

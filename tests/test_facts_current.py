@@ -7,8 +7,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from memory_admin.memory import reads, rechecks
 from memory_admin.memory.actions import assert_fact
-from memory_admin.memory.models import FieldPolicy
+from memory_admin.memory.errors import RecheckRequired
+from memory_admin.memory.models import FieldPolicy, Project
+from memory_admin.memory.policies import policy_for
 from tests.conftest import DEADLINE, deadline
 
 SEND = {"project_id": "project-a", "subject_id": "agent-mailer", "predicate": "submission_deadline"}
@@ -95,3 +98,72 @@ def test_an_unknown_fact_is_404(api, agent):
     response = api(agent).get("/api/v1/facts/current/", DEADLINE)
     assert response.status_code == 404
     assert "nothing is recorded" in response.json()["detail"]
+
+
+def test_an_unknown_fact_read_for_action_is_404(api, agent, blocking_policy):
+    response = api(agent).get("/api/v1/facts/current/", {**DEADLINE, "purpose": "action"})
+    assert response.status_code == 404
+    assert response.json()["code"] == "not_found"
+
+
+def test_reading_a_fresh_value_for_action_reads_the_record_and_its_policy_once(
+    agent, blocking_policy, django_assert_num_queries
+):
+    """The step before acting and the read share what they read: one query for the record, one for the policy."""
+    now = timezone.now()
+    assert_fact(agent, deadline("2026-11-02", "r18", now - timedelta(hours=2)), verified_at=now - timedelta(hours=1))
+    key = (DEADLINE["project_id"], DEADLINE["subject_id"], DEADLINE["predicate"])
+    with django_assert_num_queries(2):
+        checked = rechecks.recheck_before_action(agent, *key, purpose="action")
+        view = reads.fact_view(agent, *key, purpose="action", checked=checked)
+    assert checked is not None and checked.attempt is None and checked.policy == blocking_policy
+    assert view.record == checked.record and view.action_allowed is True and view.freshness == "fresh"
+
+
+def test_a_stale_value_read_for_action_is_refused_by_the_policy_read_before_it(agent, blocking_policy):
+    """Without a source the server can fetch nothing is rechecked, and the policy read by the step before acting
+    still blocks the action on a value past its recheck (PRODUCT.md rule 8)."""
+    now = timezone.now()
+    assert_fact(agent, deadline("2026-11-02", "r18", now - timedelta(days=4)), verified_at=now - timedelta(days=3))
+    key = (DEADLINE["project_id"], DEADLINE["subject_id"], DEADLINE["predicate"])
+    checked = rechecks.recheck_before_action(agent, *key, purpose="action")
+    assert checked is not None and checked.attempt is None and checked.policy == blocking_policy
+    with pytest.raises(RecheckRequired) as refused:
+        reads.fact_view(agent, *key, purpose="action", checked=checked)
+    assert refused.value.code == "recheck_required"
+
+
+def test_a_read_as_of_an_instant_has_no_step_before_acting(agent, blocking_policy):
+    now = timezone.now()
+    assert_fact(agent, deadline("2026-11-02", "r18", now - timedelta(hours=2)), verified_at=now - timedelta(hours=1))
+    key = (DEADLINE["project_id"], DEADLINE["subject_id"], DEADLINE["predicate"])
+    assert rechecks.recheck_before_action(agent, *key, purpose="action", valid_at=now) is None
+    assert rechecks.recheck_before_action(agent, *key, purpose="answer") is None
+
+
+def test_the_policy_read_before_acting_is_the_projects_own_else_the_tenant_wide_one(
+    agent, blocking_policy, django_assert_num_queries
+):
+    """One rule (policies.policy_for): a project's own policy for the field wins over the tenant-wide one, and
+    it comes with its project, so reading the project costs no query."""
+    now = timezone.now()
+    assert_fact(agent, deadline("2026-11-02", "r18", now - timedelta(hours=2)), verified_at=now - timedelta(hours=1))
+    key = (DEADLINE["project_id"], DEADLINE["subject_id"], DEADLINE["predicate"])
+    assert rechecks.recheck_before_action(agent, *key, purpose="action").policy == blocking_policy
+    project = Project.objects.get(tenant=agent.tenant, key=DEADLINE["project_id"])
+    own = FieldPolicy.objects.create(
+        tenant=agent.tenant,
+        project=project,
+        predicate=DEADLINE["predicate"],
+        on_failure=FieldPolicy.OnFailure.ANSWER_WITH_CAVEAT,
+    )
+    checked = rechecks.recheck_before_action(agent, *key, purpose="action")
+    assert checked.policy == own and checked.policy.on_failure == FieldPolicy.OnFailure.ANSWER_WITH_CAVEAT
+    with django_assert_num_queries(0):
+        assert (checked.policy.project.key, checked.policy.project.name) == (project.key, project.name)
+        assert checked.policy.recheck_interval is None and checked.policy.authorized_issuers == []
+    other = Project.objects.create(tenant=agent.tenant, key="project-b")
+    assert policy_for(agent.tenant_pk, other.key, DEADLINE["predicate"]) == blocking_policy
+    assert policy_for(agent.tenant_pk, other.key, "another_field") is None
+    assert policy_for(agent.tenant_pk, project.key, DEADLINE["predicate"]).recheck_interval is None
+    assert policy_for(agent.tenant_pk, other.key, DEADLINE["predicate"]).recheck_interval == timedelta(days=1)

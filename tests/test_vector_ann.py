@@ -1,5 +1,6 @@
-"""The ANN index (IVF-PQ) of the vector store: built by a task past a size, searched with the same filter
-semantics as the exact scan, and physically removed with a deleted subject's rows.
+"""The ANN index (IVF_SQ by default, IVF_PQ on request) of the vector store and the scalar indexes of its
+filter columns: built by a task past a size, searched with the same filter semantics as the exact scan,
+and physically removed with a deleted subject's rows.
 
 The threshold and partitions are set low so a few hundred rows make an index (PQ needs 256 rows to
 train its code books).
@@ -20,7 +21,14 @@ from deletion.stores.base import Job
 from deletion.stores.embeddings import EmbeddingsStore
 from memory_admin.derived import tasks
 from memory_admin.derived.embedding import HashingEmbedder
-from memory_admin.derived.vectors import VectorEntry, VectorIndex, clear_index_cache, get_index, where_objects
+from memory_admin.derived.vectors import (
+    FILTER_INDEXES,
+    VectorEntry,
+    VectorIndex,
+    clear_index_cache,
+    get_index,
+    where_objects,
+)
 
 DIM = 256
 WORDS = (
@@ -76,6 +84,8 @@ def test_search_through_the_index_keeps_the_filters_and_exact_scores(index: Vect
     assert index.ann_index() is None
     info = index.build_ann_index(num_partitions=4)
     assert info["indexed_rows"] == index.count() == 606 and info["unindexed_rows"] == 0
+    assert info["index_type"] == "IvfSq"  # the default type
+    assert index.filter_indexes() == sorted(column for column, _ in FILTER_INDEXES)
 
     # A small tenant in a large table gets all its rows and nothing else (prefilter, probes uncapped).
     hits = index.search(tenant_id=2, project_id=None, text="invoice shipping deadline", k=10)
@@ -83,13 +93,13 @@ def test_search_through_the_index_keeps_the_filters_and_exact_scores(index: Vect
     # The usable flag and the kind filter apply as without the index.
     ids = {h.object_id for h in index.search(tenant_id=1, project_id=None, text="invoice shipping", k=50)}
     assert "held" not in ids and "sum-1" in ids
-    ids = {
-        h.object_id for h in index.search(tenant_id=1, project_id=None, text="invoice shipping", k=50, kind="record")
-    }
-    assert "sum-1" not in ids and "held" not in ids
-    assert "held" in {
-        h.object_id for h in index.search(tenant_id=1, project_id=None, text="shipping", k=700, usable_only=False)
-    }
+    records = index.search(tenant_id=1, project_id=None, text="invoice shipping", k=50, kind="record")
+    assert "sum-1" not in {h.object_id for h in records} and "held" not in {h.object_id for h in records}
+    assert {(h.kind, h.usable) for h in records} == {("record", True)}  # the columns the filter fixed
+    everything = index.search(tenant_id=1, project_id=None, text="shipping", k=700, usable_only=False)
+    by_id = {h.object_id: h for h in everything}
+    assert not by_id["held"].usable and by_id["sum-1"].kind == "summary" and by_id["mem-00000"].usable
+    assert by_id["mem-00000"].kind == "record"
     # Probing every partition, the index finds the exact top k; refined scores are exact cosines.
     rng = random.Random(3)
     for _ in range(5):
@@ -104,6 +114,52 @@ def test_search_through_the_index_keeps_the_filters_and_exact_scores(index: Vect
             assert hit.score == pytest.approx(float(np.dot(vector, stored)), abs=1e-4)
 
 
+def test_a_narrow_filter_searches_past_the_probed_partitions(index: VectorIndex) -> None:
+    """A small tenant's rows are spread over partitions the query's nearest one does not hold: the first
+    search (one partition) comes back short of k, and the widened one finds all of them."""
+    fill(index, 800)
+    rng = random.Random(11)
+    small = [entry(f"tiny-{i}", sentence(rng), tenant_id=3) for i in range(6)]
+    index.upsert(small)
+    index.compact_and_cleanup(rebuild_ann=False)
+    index.build_ann_index(num_partitions=16)
+    query = index.embedder.embed(["payroll holiday badge"])[0]
+    hits = index.search_vector(query, tenant_id=3, project_id=None, k=10, nprobes=1, refine_factor=1)
+    assert sorted(h.object_id for h in hits) == sorted(e.object_id for e in small)
+    exact = index.search_vector(query, tenant_id=3, project_id=None, k=10, exact=True)
+    assert [h.object_id for h in hits] == [h.object_id for h in exact]
+    # With enough rows in the probed partitions, k come back and they belong to the filter.
+    big = index.search_vector(query, tenant_id=1, project_id=None, k=10, nprobes=1, refine_factor=1)
+    assert len(big) == 10 and all(h.object_id.startswith("mem-") for h in big)
+
+
+def test_the_pq_variant_is_built_on_request(index: VectorIndex) -> None:
+    fill(index, 400)
+    info = index.build_ann_index(num_partitions=2, index_type="IVF_PQ", num_sub_vectors=16)
+    assert info["index_type"] == "IvfPq" and info["indexed_rows"] == 400
+    text = "invoice shipping deadline password office meeting"
+    hits = index.search(tenant_id=1, project_id=None, text=text, k=5)
+    exact = index.search_vector(index.embedder.embed([text])[0], tenant_id=1, project_id=None, k=5, exact=True)
+    assert [round(h.score, 4) for h in hits] == [round(h.score, 4) for h in exact]
+    with pytest.raises(ValueError, match="unknown ANN index type"):
+        index.build_ann_index(index_type="HNSW")
+    with override_settings(VECTOR_ANN_INDEX_TYPE="IVF_PQ"):
+        assert index.build_ann_index(num_partitions=2)["index_type"] == "IvfPq"
+
+
+def test_an_index_without_filter_indexes_is_due_and_the_update_adds_them(index: VectorIndex) -> None:
+    fill(index, 300)
+    index.build_ann_index(num_partitions=2)
+    table = index._open_table()
+    for column, _ in FILTER_INDEXES[:2]:
+        table.drop_index(f"{column}_idx")
+    assert len(index.filter_indexes()) == len(FILTER_INDEXES) - 2
+    assert index.needs_ann_index(min_rows=1)  # an ANN index built before the scalar ones existed
+    info = index.update_ann_index()
+    assert info is not None and index.filter_indexes() == sorted(column for column, _ in FILTER_INDEXES)
+    assert not index.needs_ann_index(min_rows=1)
+
+
 def test_rows_added_after_the_build_are_found_and_then_indexed(index: VectorIndex) -> None:
     fill(index, 400)
     index.build_ann_index(num_partitions=2)
@@ -113,6 +169,11 @@ def test_rows_added_after_the_build_are_found_and_then_indexed(index: VectorInde
     assert index.ann_index()["unindexed_rows"] == 1  # type: ignore[index]
     info = index.update_ann_index()
     assert info is not None and info["unindexed_rows"] == 0 and info["indexed_rows"] == 401
+    # The scalar indexes took the new row in too: filtering on them finds it.
+    table = index._open_table()
+    stats = {column: table.index_stats(f"{column}_idx") for column, _ in FILTER_INDEXES}
+    assert all(stat is not None and stat.num_unindexed_rows == 0 for stat in stats.values()), stats
+    assert [e.object_id for e in index.find(tenant_id=1, object_ids=["late"])] == ["late"]
 
 
 # --- the build task -------------------------------------------------------------------------------
@@ -188,6 +249,8 @@ def test_deleted_rows_leave_no_data_or_index_file_behind(index: VectorIndex) -> 
     assert disk["versions"] == 1 and disk["deletion_files"] == 0 and disk["unreferenced_index_dirs"] == []
     after = disk["ann_index"]
     assert after is not None and after["uuid"] != before["uuid"] and not old_index_dir.exists()
+    assert index.filter_indexes() == sorted(column for column, _ in FILTER_INDEXES)  # rebuilt with it
+    assert disk["index_dirs"] == 1 + len(FILTER_INDEXES)
     assert after["indexed_rows"] == 599 and after["created_at"] > before["created_at"]
     # The other rows are still found through the rebuilt index.
     hits = index.search(tenant_id=1, project_id=None, text=entries[0].text, k=1)
@@ -285,6 +348,7 @@ def test_agent_search_through_the_index_keeps_governance_and_tenants(
         ("VECTOR_ANN_MIN_ROWS", "0"),
         ("VECTOR_ANN_PARTITIONS", "-4"),
         ("VECTOR_ANN_SUB_VECTORS", "x"),
+        ("VECTOR_ANN_INDEX_TYPE", "HNSW"),
     ],
 )
 def test_an_ann_setting_out_of_range_stops_the_settings_from_loading(name: str, raw: str) -> None:

@@ -17,6 +17,7 @@ from deletion.stores.base import (
     Found,
     Job,
     Scope,
+    ScopeRecord,
     Store,
     Verification,
     get,
@@ -24,6 +25,7 @@ from deletion.stores.base import (
     register,
     registered,
     replayed,
+    scope_records,
     unregister,
 )
 
@@ -35,6 +37,7 @@ __all__ = [
     "Found",
     "Job",
     "Scope",
+    "ScopeRecord",
     "Store",
     "Verification",
     "get",
@@ -42,6 +45,7 @@ __all__ = [
     "register",
     "registered",
     "replayed",
+    "scope_records",
     "unregister",
 ]
 

@@ -16,9 +16,10 @@ builds one for a request this database never saw.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from django.db.models import QuerySet
 
@@ -31,24 +32,37 @@ NOTICE_REASON = "Deleted by request {request}."
 PENDING_TARGETS: dict[str, Any] = {"pending": "found when the purge starts"}
 
 
-# The record fields a scope's records are loaded with at acceptance (and for a preview): what the tombstones
-# and the stores' `find` and `hide_scope` read. A store reading another field of `Scope.records` adds it
-# here (a deferred field would cost a query per record).
-SCOPE_FIELDS = (
-    "id",
-    "tenant_id",
-    "project_id",
-    "memory_id",
-    "subject_id",
-    "predicate",
-    "value",
-    "revision",
-    "is_head",
-    "source_canonical_ref",
-    "source_revision",
-    "source_event_ids",
-    "tombstoned_at",
-)
+class ScopeRecord(NamedTuple):
+    """A scope's record as a plain row (a tuple, not a model instance: far less Python time for a subject's
+    10,000 records), with the fields the tombstones and the stores' `find` and `hide_scope` read. A store
+    reading another field of `Scope.records` adds it here. Reads like a record for the fields it has."""
+
+    id: int
+    tenant_id: int
+    project_id: int
+    memory_id: str
+    subject_id: str
+    predicate: str
+    value: Any
+    revision: int
+    is_head: bool
+    source_canonical_ref: str
+    source_revision: str
+    source_event_ids: list[str]
+    tombstoned_at: datetime | None
+
+    @property
+    def pk(self) -> int:
+        return self.id
+
+
+# The record fields a scope's records are loaded with at acceptance (and for a preview).
+SCOPE_FIELDS: tuple[str, ...] = ScopeRecord._fields
+
+
+def scope_records(records: QuerySet[MemoryRecord]) -> list[ScopeRecord]:
+    """`records` (a scope's query, ordered) as plain rows, in one SELECT of `SCOPE_FIELDS`."""
+    return [ScopeRecord(*row) for row in records.values_list(*SCOPE_FIELDS)]
 
 
 @dataclass
@@ -58,7 +72,7 @@ class Scope:
     tenant_id: int
     project_id: int
     project_key: str
-    records: list[MemoryRecord]
+    records: Sequence[ScopeRecord | MemoryRecord]
     subjects: list[str] = field(default_factory=list)
     # The scope as filed (DeletionRequest.ScopeKind and its value), and at acceptance the request's id
     # (for the markers `hide_scope` leaves); empty for a preview and a restore's replay.

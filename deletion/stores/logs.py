@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db import connection, transaction
+from django.db.models import CharField, Exists, F, Func, OuterRef, Q
 from django.utils import timezone
 
-from deletion.stores.base import Found, Job, Scope, Store, Verification, register
+from deletion.stores.base import Found, Job, Scope, ScopeRecord, Store, Verification, register
 from memory_admin.derived.models import Event, EventSubject
 from memory_admin.memory.models import MemoryRecord
 
@@ -48,7 +49,7 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
-def quoted_values(records: list[MemoryRecord]) -> tuple[list[str], int]:
+def quoted_values(records: Sequence[ScopeRecord | MemoryRecord]) -> tuple[list[str], int]:
     """The records' string values to look for in untagged log lines, and how many the bound left out."""
     heads: set[str] = set()
     found: set[str] = set()
@@ -81,6 +82,16 @@ def lines_quoting_values(scope: Scope) -> tuple[list[int], dict[str, int]]:
                 q |= Q(text__contains=value)
             ids |= set(lines.filter(q).values_list("id", flat=True))
     return sorted(ids), {"values_searched": len(values), "values_left_out": left_out, "lines": len(ids)}
+
+
+def _source_event_ids(scope: Scope) -> Any:
+    """The public ids of the lines the scope's records were extracted from: a subquery over the scope's
+    records on PostgreSQL (kept apart from the subject's conditions: inside one OR the planner ran it once
+    per line, unhashed, since it cannot estimate how many ids a record's array holds); a list elsewhere."""
+    if connection.vendor != "postgresql":
+        return sorted({e for r in scope.records for e in r.source_event_ids})
+    elements = Func(F("source_event_ids"), function="jsonb_array_elements_text", output_field=CharField())
+    return scope.records_query().annotate(source_event_id=elements).values("source_event_id")
 
 
 @register
@@ -121,11 +132,19 @@ class LogsStore(Store):
         )
 
     def hide_scope(self, scope: Scope, now: datetime) -> int:
-        """The lines `find` will target, hidden by the same conditions in one UPDATE (and the few untagged
-        lines quoting a value by their ids), so no list of the subject's line ids is built at acceptance."""
-        event_ids = sorted({e for r in scope.records for e in r.source_event_ids})
-        lines = self._matching(scope.tenant_id, scope.project_id, scope.subjects, event_ids)
-        hidden = lines.filter(hidden_at__isnull=True).update(hidden_at=now)
+        """The lines `find` will target, hidden by the same conditions (and the few untagged lines quoting a
+        value by their ids), so no list of the subject's line ids is built at acceptance: the lines naming
+        the subject in one UPDATE, the lines the records were extracted from in a second one, joined to the
+        records' `source_event_ids` (on PostgreSQL; SQLite takes their list)."""
+        lines = self._matching(scope.tenant_id, scope.project_id, scope.subjects, [])
+        hidden = lines.filter(hidden_at__isnull=True).update(hidden_at=now) if scope.subjects else 0
+        sources = Event.objects.filter(
+            tenant_id=scope.tenant_id,
+            project_id=scope.project_id,
+            public_id__in=_source_event_ids(scope),
+            hidden_at__isnull=True,
+        )
+        hidden += sources.update(hidden_at=now)
         quoting, _ = lines_quoting_values(scope)
         if quoting:
             hidden += Event.objects.filter(pk__in=quoting, hidden_at__isnull=True).update(hidden_at=now)

@@ -25,7 +25,7 @@ from memory_admin.memory.actions import Assertion
 from memory_admin.memory.batch import MAX_BATCH_ITEMS, BatchResult, BatchTooLarge, assert_facts
 from memory_admin.memory.errors import DomainError, InvalidInput
 from memory_admin.memory.models import MemoryRecord
-from memory_admin.memory.shapes import record_payload
+from memory_admin.memory.shapes import payload_columns, record_payload
 
 
 class ItemParser:
@@ -200,7 +200,10 @@ class BatchNotAppliedSerializer(ErrorSerializer):
 def render(outcome: BatchResult) -> dict[str, Any]:
     """The answer's body (the import command prints from the same result)."""
     ids = [r.result.record.pk for r in outcome.items if r.result is not None]
-    records = {r.pk: r for r in MemoryRecord.objects.with_public_relations().filter(pk__in=ids)}
+    # Only what the record format renders, relations as columns (memory.shapes.payload_columns): a thousand
+    # records with their project, issuer, successor and superseded rows as model instances cost more to render
+    # than the batch cost to apply.
+    records = {r.pk: r for r in payload_columns(MemoryRecord.objects.filter(pk__in=ids))}
     results = []
     # One serializer renders every record (making one per item deep-copies its fields each time).
     record_output = AssertResultSerializer()

@@ -24,6 +24,7 @@ from memory_admin.memory import actions, policies, reads, rechecks
 from memory_admin.memory.batch import OUTCOME_STATUS
 from memory_admin.memory.errors import NotFound
 from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord, RecordQuerySet
+from memory_admin.memory.shapes import payload_columns
 
 
 def _query(serializer_class: type[s.serializers.Serializer], request: Request) -> dict[str, Any]:
@@ -49,7 +50,10 @@ class RecordViewSet(viewsets.GenericViewSet):
     @extend_schema(parameters=[s.RecordListQuerySerializer], responses=s.RecordSerializer(many=True))
     def list(self, request: Request) -> Response:
         query = _query(s.RecordListQuerySerializer, request)
-        records = cast(RecordQuerySet, self.get_queryset())
+        # Only what the record format renders, supersession links included, in one query (shapes.py).
+        records = cast(
+            RecordQuerySet, payload_columns(MemoryRecord.objects.for_tenant(principal_of(request).tenant_pk))
+        )
         if "project_id" in query:
             records = records.in_project(principal_of(request).tenant_pk, query["project_id"])
         for name in ("subject_id", "predicate", "status"):
@@ -145,8 +149,8 @@ class CurrentFactViewSet(viewsets.ViewSet):
                 caches.remember_answer(principal.tenant_pk, *key, dict(answer), view.record)
             return Response(_with_context_load(request, query, answer))
         # Verify before acting (a write: it may supersede the value), then read what stands.
-        attempt = rechecks.recheck_before_action(principal, *key, purpose=query["purpose"], **instants)
-        view = reads.fact_view(principal, *key, purpose=query["purpose"], recheck=attempt, **instants)
+        checked = rechecks.recheck_before_action(principal, *key, purpose=query["purpose"], **instants)
+        view = reads.fact_view(principal, *key, purpose=query["purpose"], checked=checked, **instants)
         return Response(_with_context_load(request, query, s.FactSerializer(view, context={"key": key}).data))
 
 

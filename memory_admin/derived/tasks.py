@@ -88,8 +88,8 @@ def queue_ann_index_build_if_due(index: VectorIndex, *, now: float | None = None
 
 @shared_task(autoretry_for=(OSError,), retry_backoff=True, max_retries=3)
 def build_vector_ann_index(force: bool = False) -> dict[str, Any] | None:
-    """Build the ANN index once the vector table has `VECTOR_ANN_MIN_ROWS` rows, or add the rows written
-    since to it. Idempotent; one build at a time per index folder (a second run returns None at once).
+    """Build the ANN index (and the scalar indexes of the filter columns) once the vector table has
+    `VECTOR_ANN_MIN_ROWS` rows, or add the rows written since to them. Idempotent; one build at a time per index folder (a second run returns None at once).
     `force` rebuilds whatever the size. Returns the index's description, or None when nothing was done."""
     index = get_index()
     if not force and not index.needs_ann_index():

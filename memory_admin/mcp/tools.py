@@ -177,8 +177,8 @@ def _fact(
         answer = dict(s.FactSerializer(view, context={"key": key}).data)
         caches.remember_answer(principal.tenant_pk, *key, answer, view.record)
         return answer
-    attempt = rechecks.recheck_before_action(principal, *key, purpose=purpose, valid_at=valid_at, known_at=known_at)
-    view = reads.fact_view(principal, *key, purpose=purpose, recheck=attempt, valid_at=valid_at, known_at=known_at)
+    checked = rechecks.recheck_before_action(principal, *key, purpose=purpose, valid_at=valid_at, known_at=known_at)
+    view = reads.fact_view(principal, *key, purpose=purpose, checked=checked, valid_at=valid_at, known_at=known_at)
     return dict(s.FactSerializer(view, context={"key": key}).data)
 
 

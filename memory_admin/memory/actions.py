@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cache
 from typing import Any, Protocol
 
 from django.conf import settings
@@ -286,7 +287,7 @@ def _new_record(w: _Write, *, status: str, **fields: Any) -> MemoryRecord:
 def build_record(w: _Write, *, status: str, **fields: Any) -> MemoryRecord:
     """The new version an assertion writes (unsaved): the one home of how its fields are filled."""
     a = w.assertion
-    return MemoryRecord(
+    values = dict(
         tenant_id=w.project.tenant_id,
         project=w.project,
         memory_id=w.memory_id or new_public_id("mem"),
@@ -307,8 +308,8 @@ def build_record(w: _Write, *, status: str, **fields: Any) -> MemoryRecord:
         issuer=w.principal,
         derived_from=a.derived_from or [],
         source_event_ids=a.event_ids or [],
-        **fields,
     )
+    return rows.build(MemoryRecord, {**values, **fields})
 
 
 def fact_write(tenant_id: int, a: Assertion) -> hooks.FactWrite:
@@ -397,15 +398,18 @@ def _lock_fact_and_read_policy(tenant_id: int, a: Assertion) -> tuple[FieldPolic
     return locked_policy_for(tenant_id, a.project_id, a.predicate, key)
 
 
-def _fact_rows_sql() -> str:
-    """`_read_fact`'s statement, spelled out: the fact's live head and accepted rows, locked, each with the fact's
-    highest revision. Building it with the ORM on every write cost more Python time than its round trip."""
+@cache
+def _fact_rows_sql(vendor: str) -> str:
+    """`_read_fact`'s statement, spelled out once per backend: the fact's live head and accepted rows, locked, each
+    with the fact's highest revision. Building it with the ORM on every write cost more Python time than its round
+    trip."""
     table = MemoryRecord._meta.db_table
     key = "{t}.tenant_id = %s AND {t}.project_id = %s AND {t}.subject_id = %s AND {t}.predicate = %s"
     locking = " FOR UPDATE OF r" if connection.features.has_select_for_update_of else ""
     # Revisions are unique over every row of the fact, tombstoned ones awaiting purge included.
     return (
-        f"SELECT r.*, (SELECT MAX(v.revision) FROM {table} v WHERE {key.format(t='v')}) AS max_revision"
+        f"SELECT {rows.select_list(MemoryRecord, 'r')},"
+        f" (SELECT MAX(v.revision) FROM {table} v WHERE {key.format(t='v')}) AS max_revision"
         f" FROM {table} r WHERE {key.format(t='r')} AND r.tombstoned_at IS NULL"
         f" AND (r.is_head OR r.status = %s){locking}"
     )
@@ -422,12 +426,15 @@ def _read_fact(
     new_pk: int | None = None,
 ) -> _Write:
     """The fact's head, its accepted rows (locked) and its next revision, in one round trip."""
-    key = [project.tenant_id, project.pk, a.subject_id, a.predicate]
-    locked = list(MemoryRecord.objects.raw(_fact_rows_sql(), [*key, *key, Status.ACCEPTED]))
-    every_version = MemoryRecord.all_objects.for_fact(project, a.subject_id, a.predicate)
-    if locked:
-        next_revision = locked[0].max_revision + 1  # type: ignore[attr-defined]
+    key: list[Any] = [project.tenant_id, project.pk, a.subject_id, a.predicate]
+    with connection.cursor() as cursor:
+        cursor.execute(_fact_rows_sql(connection.vendor), [*key, *key, Status.ACCEPTED.value])
+        found = cursor.fetchall()
+    locked = [rows.load(MemoryRecord, row) for row in found]
+    if found:
+        next_revision = found[0][-1] + 1
     else:  # a new fact, or one whose rows are all tombstoned and awaiting purge
+        every_version = MemoryRecord.all_objects.for_fact(project, a.subject_id, a.predicate)
         next_revision = (every_version.aggregate(m=Max("revision"))["m"] or 0) + 1
     return _Write(
         principal=principal,

@@ -87,13 +87,32 @@ _SNAPSHOT_FIELDS = (
 
 
 def snapshot(record: MemoryRecord) -> dict[str, Any]:
-    data = {name: getattr(record, name) for name in _SNAPSHOT_FIELDS}
+    """The record as the audit log keeps it: its fields as JSON gives them back (`DjangoJSONEncoder`: datetimes
+    as ISO text)."""
+    data = {name: _as_json(getattr(record, name)) for name in _SNAPSHOT_FIELDS}
     # A successor may be assigned before it is saved (memory.batch inserts in bulk): its cached object names it.
     successor = (
         record.superseded_by if record.superseded_by_id or MemoryRecord.superseded_by.is_cached(record) else None
     )
     data["superseded_by"] = successor.memory_id if successor is not None else None
-    return json.loads(json.dumps(data, cls=DjangoJSONEncoder))
+    return data
+
+
+_ENCODER = DjangoJSONEncoder()
+
+
+def _as_json(value: Any) -> Any:
+    """`json.loads(json.dumps(value, cls=DjangoJSONEncoder))`, without the round trip for the values a record's
+    fields hold most (a snapshot is made two or three times per assertion): text (a TextChoices member becomes
+    its plain str), integers, booleans, None and datetimes (the encoder's own text)."""
+    kind = type(value)
+    if value is None or kind is int or kind is bool:
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)
+    if kind is datetime:
+        return _ENCODER.default(value)
+    return json.loads(json.dumps(value, cls=DjangoJSONEncoder))
 
 
 @dataclass
@@ -115,17 +134,20 @@ def record_events(events: list[Event], *, tenant: Tenant | int, at: datetime) ->
     tenant_id = tenant if isinstance(tenant, int) else tenant.pk
     rows.insert_many(
         [
-            AuditEvent(
-                tenant_id=tenant_id,
-                at=at,
-                actor=e.actor,
-                actor_name=(e.actor.name or e.actor.username) if e.actor else "system",
-                action=e.action,
-                object_type=e.object_type,
-                object_id=e.object_id,
-                before=e.before,
-                after=e.after,
-                reason=e.reason,
+            rows.build(
+                AuditEvent,
+                {
+                    "tenant_id": tenant_id,
+                    "at": at,
+                    "actor": e.actor,
+                    "actor_name": (e.actor.name or e.actor.username) if e.actor else "system",
+                    "action": e.action,
+                    "object_type": e.object_type,
+                    "object_id": e.object_id,
+                    "before": e.before,
+                    "after": e.after,
+                    "reason": e.reason,
+                },
             )
             for e in events
         ]

@@ -8,7 +8,7 @@ is asked: one query for the fields' policies, per round one statement locking ev
 their set form (`hooks.guard_assertions`: the tombstone checks, one query per kind), one read of the facts'
 heads and accepted rows, one of their revisions, and the writes collected (`actions.DeferredWrites`) into a
 few bulk statements: updates, inserts, audit events, one propagation of the beliefs that ended and one
-`records_changed` notification. On PostgreSQL those statements are set-based SQL (`memory.bulk_sql`: each column
+`records_changed` notification. On PostgreSQL those statements are set-based SQL (`memory.rows`: each column
 one array, `INSERT ... SELECT FROM unnest(...)`, `UPDATE ... FROM unnest(...)`), as is the read of the facts
 (the keys joined as arrays); elsewhere the ORM's bulk_create and bulk_update.
 
@@ -36,7 +36,7 @@ from django.db.models import Field, Max, Q
 from django.utils import timezone
 
 from memory_admin.accounts.models import Principal, Tenant
-from memory_admin.memory import audit, bulk_sql, hooks
+from memory_admin.memory import audit, hooks, rows
 from memory_admin.memory.actions import (
     _APPLY,
     Assertion,
@@ -314,13 +314,13 @@ def _read_facts(
         .order_by()
     }
     locked: dict[tuple[str, str, str], list[MemoryRecord]] = {}
-    rows = (
+    found = (
         MemoryRecord.objects.select_for_update()
         .filter(where, tenant_id=tenant_id)
         .filter(Q(is_head=True) | Q(status=Status.ACCEPTED))
         .order_by("pk")
     )
-    for record in rows:
+    for record in found:
         record.project = projects[key_of[record.project_id]]
         locked.setdefault((record.project.key, record.subject_id, record.predicate), []).append(record)
     return {key: (locked.get(key, []), (maxima.get(key) or 0) + 1) for key in keys}
@@ -333,9 +333,9 @@ def _read_facts_joined(
     `record_unique_fact_revision`'s columns), instead of an OR of one condition per field built by the ORM."""
     key_of = {p.pk: k for k, p in projects.items()}
     params: list[str | int] = [
-        bulk_sql.array_literal([str(projects[p].pk) for p, _, _ in keys]),
-        bulk_sql.array_literal([s for _, s, _ in keys]),
-        bulk_sql.array_literal([pr for _, _, pr in keys]),
+        rows.array_literal([str(projects[p].pk) for p, _, _ in keys]),
+        rows.array_literal([s for _, s, _ in keys]),
+        rows.array_literal([pr for _, _, pr in keys]),
         tenant_id,
     ]
     table = connection.ops.quote_name(MemoryRecord._meta.db_table)
@@ -356,12 +356,15 @@ def _read_facts_joined(
             maxima[(key_of[project_pk], subject_id, predicate)] = m
     locked: dict[tuple[str, str, str], list[MemoryRecord]] = {}
     if maxima:  # a fact with no version at all has nothing to lock
-        rows = MemoryRecord.objects.raw(
-            f"SELECT r.* FROM {facts} WHERE r.tombstoned_at IS NULL AND (r.is_head OR r.status = %s) "
-            "ORDER BY r.id FOR UPDATE OF r",
-            [*params, Status.ACCEPTED.value],
-        )
-        for record in rows:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT {rows.select_list(MemoryRecord, 'r')} FROM {facts} WHERE r.tombstoned_at IS NULL "
+                "AND (r.is_head OR r.status = %s) ORDER BY r.id FOR UPDATE OF r",
+                [*params, Status.ACCEPTED.value],
+            )
+            found = cursor.fetchall()
+        for row in found:
+            record = rows.load(MemoryRecord, row)
             record.project = projects[key_of[record.project_id]]
             locked.setdefault((record.project.key, record.subject_id, record.predicate), []).append(record)
     return {key: (locked.get(key, []), maxima.get(key, 0) + 1) for key in keys}
@@ -442,14 +445,14 @@ class _Deferred:
 
 def _insert_rows(records: list[MemoryRecord], ids_known: bool) -> None:
     """Insert the new records: on PostgreSQL (ids reserved) one `INSERT ... SELECT FROM unnest(...)`
-    (memory.bulk_sql; bulk_create's per-field preparation cost more in Python than the rows cost the database),
+    (memory.rows; bulk_create's per-field preparation cost more in Python than the rows cost the database),
     elsewhere bulk_create."""
     if connection.vendor == "postgresql" and ids_known:
         for record in records:
             # A predecessor assigned as an object (history rows name the head): write its id.
             if MemoryRecord.superseded_by.is_cached(record) and record.superseded_by is not None:
                 record.superseded_by_id = record.superseded_by.pk
-        bulk_sql.insert_objects(records)
+        rows.insert_objects(records)
         for record in records:
             record._state.adding = False
             record._state.db = connection.alias
@@ -460,7 +463,7 @@ def _insert_rows(records: list[MemoryRecord], ids_known: bool) -> None:
 def _update_rows(records: list[MemoryRecord], names: list[str]) -> None:
     """Write the fields `names` of `records` (each its own values) in one statement.
 
-    On PostgreSQL an `UPDATE ... FROM unnest(...)` (memory.bulk_sql): Django's bulk_update builds a CASE WHEN
+    On PostgreSQL an `UPDATE ... FROM unnest(...)` (memory.rows): Django's bulk_update builds a CASE WHEN
     per row and field, which costs more in Python than the database spends on the rows. Elsewhere bulk_update.
     """
     for record in records:
@@ -471,7 +474,7 @@ def _update_rows(records: list[MemoryRecord], names: list[str]) -> None:
         MemoryRecord.objects.bulk_update(records, names)
         return
     attnames = [cast(Field, MemoryRecord._meta.get_field(name)).attname for name in names]
-    bulk_sql.update_objects(records, attnames)
+    rows.update_objects(records, attnames)
 
 
 def _record_events(events: list[audit.Event], tenant_id: int, at: datetime) -> None:
@@ -484,7 +487,7 @@ def _record_events(events: list[audit.Event], tenant_id: int, at: datetime) -> N
     for e in events:
         if e.actor is not None and e.actor.pk not in actor_names:
             actor_names[e.actor.pk] = e.actor.name or e.actor.username
-    bulk_sql.insert_columns(
+    rows.insert_columns(
         AuditEvent,
         {
             "tenant_id": [tenant_id] * len(events),

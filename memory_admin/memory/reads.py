@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
 from django.db.models import Max, Q
 from django.utils import timezone
 
 from memory_admin.accounts.models import Principal
+from memory_admin.lib.prepared import PreparedRead
 from memory_admin.memory.errors import FactDisputed, NotFound, RecheckRequired
-from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord, RecheckAttempt
+from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord, Project, RecheckAttempt, RecordQuerySet
 from memory_admin.memory.policies import policies_for, policy_for
 
 Status = MemoryRecord.Status
@@ -31,9 +32,48 @@ Purpose = Literal["answer", "action"]
 
 
 def fact_records(principal: Principal, project_id: str, subject_id: str, predicate: str) -> Any:
-    return MemoryRecord.objects.in_project(principal.tenant_pk, project_id).filter(
-        tenant_id=principal.tenant_id, subject_id=subject_id, predicate=predicate
+    return _fact_rows(principal.tenant_pk, project_id, subject_id, predicate)
+
+
+def _fact_rows(tenant_id: int, project_id: str, subject_id: str, predicate: str) -> RecordQuerySet:
+    return MemoryRecord.objects.in_project(tenant_id, project_id).filter(
+        tenant_id=tenant_id, subject_id=subject_id, predicate=predicate
     )
+
+
+def _answering(
+    tenant: int, project: str, subject: str, predicate: str, valid_at: datetime, known_at: datetime
+) -> RecordQuerySet:
+    """The records that answered for `valid_at` as believed at `known_at`, the answer first."""
+    return (
+        _fact_rows(tenant, project, subject, predicate)
+        .as_of(valid_at, known_at)
+        .select_related("project", "issuer")
+        .order_by("-recorded_from", "-revision")
+    )
+
+
+# `as_of` is the read agents make most: compiled once per database, then run with each call's values.
+_AS_OF = PreparedRead(
+    MemoryRecord,
+    _answering,
+    sentinels={
+        "tenant": -7_391_004_217,
+        "project": "<as_of project>",
+        "subject": "<as_of subject>",
+        "predicate": "<as_of predicate>",
+        "valid_at": datetime(1901, 2, 3, 4, 5, 6, 789012, tzinfo=UTC),
+        "known_at": datetime(1902, 3, 4, 5, 6, 7, 890123, tzinfo=UTC),
+    },
+    fields={
+        "tenant": MemoryRecord._meta.get_field("tenant"),
+        "project": Project._meta.get_field("key"),
+        "subject": MemoryRecord._meta.get_field("subject_id"),
+        "predicate": MemoryRecord._meta.get_field("predicate"),
+        "valid_at": MemoryRecord._meta.get_field("valid_from"),
+        "known_at": MemoryRecord._meta.get_field("recorded_from"),
+    },
+)
 
 
 def as_of(
@@ -47,17 +87,20 @@ def as_of(
 ) -> MemoryRecord | None:
     """The record that answered for `valid_at` in what was believed at `known_at` (both default now).
 
-    One query: the record with its project and issuer (what a fact answer renders). Its supersession links
-    are not joined: no reader of one answer renders them, and a caller that does loads them on access.
+    One query, compiled once (`PreparedRead`): the record with its project and issuer (what a fact answer
+    renders). Its supersession links are not joined: no reader of one answer renders them, and a caller that
+    does loads them on access.
     """
     now = timezone.now()
-    return (
-        fact_records(principal, project_id, subject_id, predicate)
-        .as_of(valid_at or now, known_at or now)
-        .select_related("project", "issuer")
-        .order_by("-recorded_from", "-revision")
-        .first()
+    record: MemoryRecord | None = _AS_OF.get(
+        tenant=principal.tenant_pk,
+        project=project_id,
+        subject=subject_id,
+        predicate=predicate,
+        valid_at=valid_at or now,
+        known_at=known_at or now,
     )
+    return record
 
 
 def current(principal: Principal, project_id: str, subject_id: str, predicate: str) -> MemoryRecord | None:
@@ -133,6 +176,17 @@ def must_be_fresh_for_action(policy: FieldPolicy | None) -> bool:
     return policy is not None and policy.on_failure == FieldPolicy.OnFailure.BLOCK_ACTION
 
 
+@dataclass(frozen=True)
+class ActionCheck:
+    """What the step before a read for acting (`rechecks.recheck_before_action`) read and did, handed to
+    `fact_view` so nothing is read twice: the record that answered now (None: none did), its field's policy,
+    and the recheck attempt made (None: none, so nothing was written since `record` was read)."""
+
+    record: MemoryRecord | None
+    policy: FieldPolicy | None
+    attempt: RecheckAttempt | None = None
+
+
 def fact_view(
     principal: Principal,
     project_id: str,
@@ -142,7 +196,7 @@ def fact_view(
     purpose: Purpose = "answer",
     valid_at: datetime | None = None,
     known_at: datetime | None = None,
-    recheck: RecheckAttempt | None = None,
+    checked: ActionCheck | None = None,
 ) -> FactView:
     """What an agent may use for one fact, now or as of (valid_at, known_at). Reads only.
 
@@ -153,14 +207,20 @@ def fact_view(
        values and this one is not fresh → RecheckRequired, carrying the last verified value.
 
     Verifying before acting is not done here: a door reading for action first calls
-    `rechecks.recheck_before_action` and passes the attempt it made (if any) as `recheck`.
+    `rechecks.recheck_before_action` and passes what it returns as `checked`: its record answers unless a
+    recheck was made (which may have superseded it: then the fact is read again), and its policy is the field's.
     """
-    record = as_of(principal, project_id, subject_id, predicate, valid_at=valid_at, known_at=known_at)
+    recheck = checked.attempt if checked is not None else None
+    if checked is not None and recheck is None:
+        record = checked.record
+    else:
+        record = as_of(principal, project_id, subject_id, predicate, valid_at=valid_at, known_at=known_at)
     if record is None and recheck is not None:
         record = recheck.record  # as before the split: the rechecked record answers if nothing else does
     if record is None:
         return _disputed_view(principal, project_id, subject_id, predicate, purpose=purpose)
-    fresh_required = must_be_fresh_for_action(policy_for(principal.tenant_pk, project_id, predicate))
+    policy = checked.policy if checked is not None else policy_for(principal.tenant_pk, project_id, predicate)
+    fresh_required = must_be_fresh_for_action(policy)
     view, attempt = _record_view(record, recheck, fresh_required=fresh_required)
     if purpose == "action" and not view.action_allowed and fresh_required:
         raise _recheck_required(view, record, predicate, attempt)

@@ -250,13 +250,20 @@ def request_recheck_now(principal: Principal, record: MemoryRecord, *, trigger: 
     return recheck_now(record, trigger=trigger, reporter=principal)
 
 
-def recheck_now(record: MemoryRecord, *, trigger: str, reporter: Principal | None = None) -> RecheckAttempt:
+_LOOKUP: Any = object()  # "not read yet": recheck_now reads the field's policy itself
+
+
+def recheck_now(
+    record: MemoryRecord, *, trigger: str, reporter: Principal | None = None, policy: Any = _LOOKUP
+) -> RecheckAttempt:
     """Fetch the record's field from its canonical source now and record what that concludes.
 
     The fetch runs outside any transaction (no lock is held across the network); a connector that
-    cannot fetch by itself (manual) or a field without a canonical source gives not_checked.
+    cannot fetch by itself (manual) or a field without a canonical source gives not_checked. `policy` is the
+    field's policy when the caller has read it already.
     """
-    policy = policy_for(record.tenant_id, record.project.key, record.predicate)
+    if policy is _LOOKUP:
+        policy = policy_for(record.tenant_id, record.project.key, record.predicate)
     connector = source_connector(policy)
     if connector is None:
         why = "no field policy" if policy is None else "the field's policy names no canonical source"
@@ -316,25 +323,30 @@ def recheck_before_action(
     purpose: str,
     valid_at: datetime | None = None,
     known_at: datetime | None = None,
-) -> RecheckAttempt | None:
+) -> reads.ActionCheck | None:
     """Verify before acting (PRODUCT.md rule 8): the step a door takes before reading a fact for action.
 
-    Only a read for acting on the current value (no `valid_at`/`known_at`) of an accepted record whose
-    field policy asks for it (`recheck_before_action`, or the value is not fresh) and whose canonical
-    source can be fetched without a person is rechecked now, bounded by the connector's timeout; a
-    changed value supersedes. The attempt (or None) is handed to `reads.fact_view(recheck=...)`.
+    Only a read for acting on the current value (no `valid_at`/`known_at`; None otherwise: nothing to do) of an
+    accepted record whose field policy asks for it (`recheck_before_action`, or the value is not fresh) and
+    whose canonical source can be fetched without a person is rechecked now, bounded by the connector's
+    timeout; a changed value supersedes. What was read (the record answering now and its field's policy, each
+    read once) and the attempt made, if any, are handed to `reads.fact_view(checked=...)`.
     """
     if purpose != "action" or valid_at is not None or known_at is not None:
         return None
     record = reads.current(principal, project_id, subject_id, predicate)
-    if record is None or record.status != Status.ACCEPTED:
-        return None
+    if record is None:
+        return reads.ActionCheck(record=None, policy=None)
     policy = policy_for(principal.tenant_pk, project_id, predicate)
-    if policy is None or not (policy.recheck_before_action or reads.freshness_of(record, timezone.now()) != "fresh"):
-        return None
-    if not can_fetch(policy):
-        return None
-    return recheck_now(record, trigger=Trigger.ACTION)
+    checked = reads.ActionCheck(record=record, policy=policy)
+    asked = policy is not None and (
+        policy.recheck_before_action or reads.freshness_of(record, timezone.now()) != "fresh"
+    )
+    if record.status != Status.ACCEPTED or not asked or not can_fetch(policy):
+        return checked
+    return reads.ActionCheck(
+        record=record, policy=policy, attempt=recheck_now(record, trigger=Trigger.ACTION, policy=policy)
+    )
 
 
 def _ms(started: float) -> int:

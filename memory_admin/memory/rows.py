@@ -1,19 +1,36 @@
-"""Single-row writes of the write path (memory.actions, memory.audit) as plain statements.
+"""Writes of the write path as plain SQL, built once per model: the one home of "SQL the ORM would send, without
+the ORM's per-call cost".
 
-One assertion inserts a record, updates one or two and appends its audit events. Django's `save()` and
-`bulk_create()` build and compile their SQL anew on every call, which cost more Python time per write than the
-write's round trips did (issue 16, CAS writes). These send the statements `save()` would send — the same
-columns, each value prepared by its own field (`get_db_prep_save`) — with the SQL text built once per model.
-No model signal is sent: none is connected to these models (tests/test_cas_floor.py checks it).
+1. Single rows (memory.actions, memory.audit): one assertion inserts a record, updates one or two and appends its
+   audit events. Django's `save()` and `bulk_create()` build and compile their SQL anew on every call, which cost
+   more Python time per write than the write's round trips did (issue 16, CAS writes). `insert`, `insert_many` and
+   `update` send the statements `save()` would send — the same columns, each value prepared by its own field
+   (`get_db_prep_save`) — with the SQL text built once per model. No model signal is sent: none is connected to
+   these models (tests/test_cas_write_path.py checks it). `build` makes an unsaved instance by position and `load`
+   one from a row of a statement that began with `select_list`, each worked out once per model.
+2. Sets of rows on PostgreSQL (memory.batch): one `INSERT ... SELECT FROM unnest(...)` or one
+   `UPDATE ... FROM unnest(...)` per statement, each column sent as one parameter in PostgreSQL's array syntax.
+   Why not `bulk_create` / `bulk_update`: for a thousand rows Django prepares every value of every field
+   (`get_db_prep_save`) and psycopg adapts some 30,000 parameters, or dumps each list element by element;
+   measured (bench/onboarding.py), that cost several times what the database spends on the rows. Here a column is
+   one text value built with a join, and the server parses and casts it to the column's type. Values are written
+   as the ORM would store them (JSON through the field's encoder, None as SQL NULL); nothing is validated here:
+   the callers write rows the domain functions built. `insert_new` is bulk_create of a log whose ids nobody reads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import json
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 from django.db import connection, models
+
+# --- 1. Single rows ---------------------------------------------------------------------------------
 
 
 def _q(name: str | None) -> str:
@@ -22,16 +39,152 @@ def _q(name: str | None) -> str:
 
 
 @cache
-def _insert_columns(model: type[models.Model], with_pk: bool) -> tuple[list[models.Field[Any, Any]], str]:
+def _insert_columns(model: type[models.Model], with_pk: bool) -> tuple[_Columns, str]:
     fields = [f for f in model._meta.concrete_fields if with_pk or not f.primary_key]
     columns = ", ".join(_q(f.column) for f in fields)
-    return fields, f"INSERT INTO {_q(model._meta.db_table)} ({columns}) VALUES "
+    return _columns(fields), f"INSERT INTO {_q(model._meta.db_table)} ({columns}) VALUES "
 
 
-def _values(obj: models.Model, fields: Sequence[models.Field[Any, Any]], add: bool) -> list[Any]:
+@cache
+def _update_columns(model: type[models.Model], names: tuple[str, ...]) -> tuple[_Columns, str]:
+    meta = model._meta
+    fields: list[models.Field[Any, Any]] = [meta.get_field(name) for name in names]  # type: ignore[misc]
+    assignments = ", ".join(f"{_q(f.column)} = %s" for f in fields)
+    pk = meta.pk
+    assert pk is not None
+    return _columns(fields), f"UPDATE {_q(meta.db_table)} SET {assignments} WHERE {_q(pk.column)} = %s"
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """The fields a statement writes, worked out once per model and statement: each with how its value is
+    prepared, and the foreign keys among them (save()'s check of related objects runs over those only)."""
+
+    fields: tuple[models.Field[Any, Any], ...]
+    preparers: tuple[Callable[[Any], Any], ...]
+    relations: tuple[models.ForeignKey[Any, Any], ...]
+
+
+def _columns(fields: Sequence[models.Field[Any, Any]]) -> _Columns:
+    model = fields[0].model if fields else None
+    if model is not None and any(f.is_relation for f in model._meta.private_fields):
+        # save() checks a GenericForeignKey's object too; no model written here has one.
+        raise TypeError(f"memory.rows does not write {model.__name__}: it has a generic relation.")
+    relations = tuple(cast("models.ForeignKey[Any, Any]", f) for f in fields if f.is_relation)
+    return _Columns(tuple(fields), tuple(preparer(f) for f in fields), relations)
+
+
+# Integer fields whose `get_db_prep_save` of an int is the backend's integer adapter (get_prep_value is int()).
+_UNCHANGED: set[type[models.Field[Any, Any]]] = {
+    models.IntegerField,
+    models.BigIntegerField,
+    models.PositiveIntegerField,
+}
+
+
+def preparer(field: models.Field[Any, Any]) -> Callable[[Any], Any]:
+    """`field.get_db_prep_save(value, connection)`, with the value types it leaves unchanged returned at once.
+
+    Exact field classes only (a subclass may prepare differently). A str subclass (a TextChoices member) goes
+    through `isinstance`, as CharField.to_python lets it through; None is returned as None by every field
+    listed, as by `to_python`. An aware datetime is what DateTimeField.get_prep_value leaves as it is (a naive
+    one takes the field's path, with its warning); the backend's adapter still runs. tests/test_cas_write_path.py
+    compares each against the field's own method.
+    """
+    prep = field.get_db_prep_save
+    kind = type(field)
+    if kind in (models.CharField, models.TextField):
+
+        def text(value: Any) -> Any:
+            return value if value is None or isinstance(value, str) else prep(value, connection)
+
+        return text
+    if kind is models.BooleanField:
+
+        def flag(value: Any) -> Any:
+            return value if value is None or type(value) is bool else prep(value, connection)
+
+        return flag
+    if kind in _UNCHANGED:
+        internal_type = field.get_internal_type()
+
+        def number(value: Any) -> Any:
+            if value is None:
+                return None
+            if type(value) is int:
+                return connection.ops.adapt_integerfield_value(value, internal_type)
+            return prep(value, connection)
+
+        return number
+    if kind is models.DateTimeField:
+
+        def moment(value: Any) -> Any:
+            if value is None:
+                return None
+            if type(value) is datetime and value.tzinfo is not None:
+                return connection.ops.adapt_datetimefield_value(value)
+            return prep(value, connection)
+
+        return moment
+    return lambda value: prep(value, connection)
+
+
+def _prepare_related(obj: models.Model, relations: Sequence[models.ForeignKey[Any, Any]]) -> None:
+    """`Model._prepare_related_fields_for_save` over the foreign keys written (Django's loops over every field and
+    compares each with the list given, which cost more than the rest of a row's preparation): an object assigned
+    before it got an id takes the id now; an unsaved one → ValueError."""
+    for field in relations:
+        if not field.is_cached(obj):
+            continue
+        related = getattr(obj, field.name, None)
+        if not related:
+            continue
+        if not related._is_pk_set():  # type: ignore[attr-defined]
+            if not field.remote_field.multiple:
+                field.remote_field.delete_cached_value(related)  # type: ignore[attr-defined]
+            raise ValueError(f"save() prohibited to prevent data loss due to unsaved related object '{field.name}'.")
+        if getattr(obj, field.attname) in field.empty_values:
+            setattr(obj, field.name, related)
+        if getattr(related, field.target_field.attname) != getattr(obj, field.attname):
+            field.delete_cached_value(obj)
+
+
+def _values(obj: models.Model, columns: _Columns, add: bool) -> list[Any]:
     # As save(): a foreign key assigned before its object got an id takes the id now (unsaved → ValueError).
-    obj._prepare_related_fields_for_save(operation_name="save", fields=fields)  # type: ignore[attr-defined]
-    return [f.get_db_prep_save(f.pre_save(obj, add), connection) for f in fields]
+    _prepare_related(obj, columns.relations)
+    return [prep(f.pre_save(obj, add)) for f, prep in zip(columns.fields, columns.preparers, strict=True)]
+
+
+@cache
+def _build_plan(model: type[models.Model]) -> tuple[tuple[models.Field[Any, Any], ...], frozenset[str]]:
+    fields = tuple(model._meta.concrete_fields)
+    return fields, frozenset(f.attname for f in fields) | frozenset(f.name for f in fields if f.is_relation)
+
+
+def build[M: models.Model](model: type[M], values: Mapping[str, Any]) -> M:
+    """`model(**values)` (unsaved), built by position: Django's keyword path looks up every field in the keywords
+    and sets each related object through its descriptor, which cost more than the rest of an assertion's row.
+    `values` names fields by attname (`project_id`) or, for a foreign key, by name with the related object
+    (`project=...`: its id is taken, and the object cached as the descriptor would). Fields left out take
+    their default."""
+    fields, known = _build_plan(model)
+    if not known.issuperset(values):
+        raise TypeError(f"{model.__name__} has no field(s) {sorted(set(values) - known)}.")
+    args: list[Any] = []
+    related: list[tuple[models.Field[Any, Any], Any]] = []
+    for f in fields:
+        if f.attname in values:
+            args.append(values[f.attname])
+        elif f.name in values:  # a foreign key given its object
+            obj = values[f.name]
+            args.append(None if obj is None else getattr(obj, f.target_field.attname))  # type: ignore[attr-defined]
+            related.append((f, obj))
+        else:
+            args.append(f.get_default())
+    instance = model(*args)
+    for f, obj in related:
+        f.set_cached_value(instance, obj)  # type: ignore[attr-defined]
+    return instance
 
 
 def _saved(obj: models.Model) -> None:
@@ -42,18 +195,18 @@ def _saved(obj: models.Model) -> None:
 def insert(obj: models.Model) -> None:
     """`obj.save(force_insert=True)`: one INSERT; the id is the one set, else the one the database gives."""
     with_pk = obj.pk is not None
-    fields, head = _insert_columns(type(obj), with_pk)
-    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    columns, head = _insert_columns(type(obj), with_pk)
+    row = "(" + ", ".join(["%s"] * len(columns.fields)) + ")"
     pk = type(obj)._meta.pk
     assert pk is not None
     with connection.cursor() as cursor:
         if with_pk:
-            cursor.execute(head + row, _values(obj, fields, True))
+            cursor.execute(head + row, _values(obj, columns, True))
         elif connection.features.can_return_columns_from_insert:
-            cursor.execute(f"{head}{row} RETURNING {_q(pk.column)}", _values(obj, fields, True))
+            cursor.execute(f"{head}{row} RETURNING {_q(pk.column)}", _values(obj, columns, True))
             obj.pk = cursor.fetchone()[0]
         else:
-            cursor.execute(head + row, _values(obj, fields, True))
+            cursor.execute(head + row, _values(obj, columns, True))
             obj.pk = cursor.lastrowid
     _saved(obj)
 
@@ -62,11 +215,11 @@ def insert_many(objs: Sequence[models.Model]) -> None:
     """`bulk_create(objs)` of rows whose ids nobody reads afterwards: one multi-row INSERT."""
     if not objs:
         return
-    fields, head = _insert_columns(type(objs[0]), False)
-    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    columns, head = _insert_columns(type(objs[0]), False)
+    row = "(" + ", ".join(["%s"] * len(columns.fields)) + ")"
     params: list[Any] = []
     for obj in objs:
-        params.extend(_values(obj, fields, True))
+        params.extend(_values(obj, columns, True))
     with connection.cursor() as cursor:
         cursor.execute(head + ", ".join([row] * len(objs)), params)
     for obj in objs:
@@ -75,11 +228,215 @@ def insert_many(objs: Sequence[models.Model]) -> None:
 
 def update(obj: models.Model, names: Iterable[str]) -> None:
     """`obj.save(update_fields=names)` of a saved row: one UPDATE of those columns by id."""
-    meta = obj._meta
-    fields: list[models.Field[Any, Any]] = [meta.get_field(name) for name in names]  # type: ignore[misc]
-    assignments = ", ".join(f"{_q(f.column)} = %s" for f in fields)
-    pk = meta.pk
-    assert pk is not None
-    sql = f"UPDATE {_q(meta.db_table)} SET {assignments} WHERE {_q(pk.column)} = %s"
+    columns, sql = _update_columns(type(obj), tuple(names))
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*_values(obj, fields, False), obj.pk])
+        cursor.execute(sql, [*_values(obj, columns, False), obj.pk])
+
+
+# --- Reading rows --------------------------------------------------------------------------------------
+# A write's reads (the fact's rows, the field's policy) are statements of its own, with columns beyond the model's
+# (the fact's highest revision, the id drawn for the new version). `Manager.raw()` works out anew on every call how
+# each column maps to a field and which converters it needs; here that is done once per model and backend.
+
+
+@cache
+def select_list(model: type[models.Model], alias: str) -> str:
+    """The model's columns, qualified by `alias`, in the order `load` reads them (a statement's first columns)."""
+    return ", ".join(f"{alias}.{_q(f.column)}" for f in model._meta.concrete_fields)
+
+
+_Converters = list[tuple[int, list[Callable[..., Any]], Any]]
+_LOADERS: weakref.WeakKeyDictionary[Any, dict[type[models.Model], tuple[list[str], _Converters]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _loader(model: type[models.Model]) -> tuple[list[str], _Converters]:
+    # Per connection's operations object: converters are the backend's, and each thread has its own connection.
+    known = _LOADERS.setdefault(connection.ops, {})
+    if model not in known:
+        fields = model._meta.concrete_fields
+        converters: _Converters = []
+        for n, field in enumerate(fields):
+            column = field.get_col(model._meta.db_table)
+            found = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+            if found:
+                converters.append((n, found, column))
+        known[model] = ([f.attname for f in fields], converters)
+    return known[model]
+
+
+def load[M: models.Model](model: type[M], row: Sequence[Any]) -> M:
+    """The instance of `model` in the first columns of `row` (a statement that began with `select_list(model)`),
+    each value converted as a queryset would convert it."""
+    attnames, converters = _loader(model)
+    values = list(row[: len(attnames)])
+    for n, functions, column in converters:
+        value = values[n]
+        for convert in functions:
+            value = convert(value, column, connection)
+        values[n] = value
+    return model.from_db(connection.alias, attnames, values)
+
+
+# --- 2. Sets of rows (PostgreSQL) -------------------------------------------------------------------
+
+_INTEGER_KINDS = {
+    "AutoField",
+    "BigAutoField",
+    "SmallAutoField",
+    "ForeignKey",
+    "OneToOneField",
+    "IntegerField",
+    "BigIntegerField",
+    "SmallIntegerField",
+    "PositiveIntegerField",
+    "PositiveBigIntegerField",
+    "PositiveSmallIntegerField",
+}
+
+
+def array_literal(values: Sequence[str | None]) -> str:
+    """PostgreSQL's text form of a one-dimensional array: every element quoted (backslash and double quote
+    escaped), None as NULL. `'{"a","b\\"c",NULL}'::text[]` is `['a', 'b"c', None]`.
+
+    Escaped with one `replace` over the joined column rather than per element: the elements are joined with NUL,
+    which PostgreSQL's text never holds (a NUL in a value is refused here, as the database would).
+    """
+    if not values:
+        return "{}"
+    if None in values:
+        return "{" + ",".join("NULL" if v is None else _quoted(v) for v in values) + "}"
+    joined = "\x00".join(cast("Sequence[str]", values))
+    if joined.count("\x00") != len(values) - 1:
+        raise ValueError("A text value holds a NUL character, which PostgreSQL cannot store.")
+    escaped = joined.replace("\\", "\\\\").replace('"', '\\"').replace("\x00", '","')
+    return '{"' + escaped + '"}'
+
+
+def _quoted(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("A text value holds a NUL character, which PostgreSQL cannot store.")
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _encoder(field: models.Field[Any, Any]) -> Callable[[Any], str | None]:
+    """How a Python value of `field` is written as an array element (the text PostgreSQL parses)."""
+    kind = field.get_internal_type()
+    if kind == "JSONField":
+        encoder = cast("models.JSONField[Any]", field).encoder
+
+        def as_json(v: Any) -> str | None:
+            if v is None:
+                return None
+            if type(v) is list and not v:
+                return "[]"  # json.dumps([]): most rows' derived_from and source_event_ids
+            return json.dumps(v, cls=encoder)
+
+        return as_json
+    if kind == "DateTimeField":
+        return _datetime_text
+    if kind == "BooleanField":
+        return lambda v: None if v is None else ("t" if v else "f")
+    if kind in ("CharField", "TextField"):
+        return _as_text
+    if kind in _INTEGER_KINDS:
+        return lambda v: None if v is None else str(int(v))
+    raise TypeError(f"memory.rows cannot write a {kind} ({field}); add its encoder.")
+
+
+def _datetime_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if value.tzinfo is None or value.utcoffset() is None:
+        # The ORM would guess a zone (with a warning); every writer here holds aware datetimes.
+        raise ValueError(f"memory.rows writes aware datetimes only; got {value!r}.")
+    return str(value.isoformat())
+
+
+def _as_text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _encoded(encode: Callable[[Any], str | None], values: Sequence[Any]) -> list[str | None]:
+    if encode is _as_text and all(type(v) is str for v in values):
+        return list(values)  # the common case of text columns: nothing to convert
+    return [encode(v) for v in values]
+
+
+def _column(model: type[models.Model], attname: str) -> tuple[str, str, Callable[[Any], str | None]]:
+    """The quoted column, its array type and its encoder, for the field whose attname is `attname`."""
+    field = next(f for f in model._meta.concrete_fields if f.attname == attname)
+    db_type = cast(str, field.db_type(connection))
+    return connection.ops.quote_name(cast(str, field.column)), f"{db_type}[]", _encoder(field)
+
+
+def insert_columns(model: type[models.Model], columns: Mapping[str, Sequence[Any]]) -> int:
+    """Insert one row per position of `columns` (attname → values, all of one length) in one statement.
+    Columns left out take their database default (or NULL). Returns the number of rows."""
+    names, arrays, params = [], [], []
+    count = None
+    for attname, values in columns.items():
+        column, array_type, encode = _column(model, attname)
+        count = len(values) if count is None else count
+        if len(values) != count:
+            raise ValueError(f"Column {attname} has {len(values)} values, expected {count}.")
+        names.append(column)
+        arrays.append(f"%s::{array_type}")
+        params.append(array_literal(_encoded(encode, values)))
+    if not count:
+        return 0
+    table = connection.ops.quote_name(model._meta.db_table)
+    sql = f"INSERT INTO {table} ({', '.join(names)}) SELECT * FROM unnest({', '.join(arrays)})"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+    return count
+
+
+def insert_objects(objects: Sequence[models.Model]) -> int:
+    """Insert the model instances `objects` (of one model, primary keys set) with every concrete field."""
+    if not objects:
+        return 0
+    model = type(objects[0])
+    columns = {f.attname: [getattr(o, f.attname) for o in objects] for f in model._meta.concrete_fields}
+    if any(pk is None for pk in columns[cast("models.Field[Any, Any]", model._meta.pk).attname]):
+        raise ValueError("insert_objects writes rows whose primary keys are set (reserve them first).")
+    return insert_columns(model, columns)
+
+
+def update_objects(objects: Sequence[models.Model], attnames: Sequence[str]) -> int:
+    """Write the fields `attnames` of `objects` (each its own values) in one `UPDATE ... FROM unnest(...)`."""
+    if not objects:
+        return 0
+    model = type(objects[0])
+    pk_name = cast("models.Field[Any, Any]", model._meta.pk).attname
+    pk_column, pk_type, pk_encode = _column(model, pk_name)
+    sets, arrays, aliases = [], [f"%s::{pk_type}"], ["pk"]
+    params = [array_literal(_encoded(pk_encode, [o.pk for o in objects]))]
+    for n, attname in enumerate(attnames):
+        column, array_type, encode = _column(model, attname)
+        sets.append(f"{column} = v.c{n}")
+        arrays.append(f"%s::{array_type}")
+        aliases.append(f"c{n}")
+        params.append(array_literal(_encoded(encode, [getattr(o, attname) for o in objects])))
+    table = connection.ops.quote_name(model._meta.db_table)
+    sql = (
+        f"UPDATE {table} AS t SET {', '.join(sets)} FROM unnest({', '.join(arrays)}) AS v ({', '.join(aliases)}) "
+        f"WHERE t.{pk_column} = v.pk"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return int(cursor.rowcount)
+
+
+def insert_new(objects: Sequence[models.Model]) -> None:
+    """`bulk_create(objects)` (one model) of rows whose ids nobody reads afterwards (a log): on PostgreSQL one
+    `INSERT ... SELECT FROM unnest(...)` of every concrete field but the id, elsewhere bulk_create itself."""
+    if not objects:
+        return
+    model = type(objects[0])
+    if connection.vendor != "postgresql":
+        model._default_manager.bulk_create(objects)
+        return
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    insert_columns(model, {f.attname: [getattr(o, f.attname) for o in objects] for f in fields})

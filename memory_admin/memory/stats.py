@@ -168,6 +168,33 @@ def _maintained(tenant_id: int, now: datetime) -> RecordStats:
     )
 
 
+def status_counts(tenant_id: int) -> dict[str, int] | None:
+    """A tenant's records by status from the maintained counters (PostgreSQL), or None where none are kept
+    (SQLite: count the rows instead). One small read: the tenant's counter rows and its pending deltas.
+
+    A deletion sets `status = deleted` together with `tombstoned_at`, so the live records (the default
+    manager's) of any other status are exactly that status's count. The records page's total reads this
+    when its only filter is the status, rather than counting up to its cap."""
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT status, sum(n), count(*) FILTER (WHERE pending) FROM (
+                SELECT status, n, false AS pending FROM memory_recordcount WHERE tenant_id = %(tenant)s
+                UNION ALL
+                SELECT status, delta, true FROM memory_recordcountdelta WHERE tenant_id = %(tenant)s
+            ) AS counts GROUP BY status
+            """,
+            {"tenant": tenant_id},
+        )
+        rows = cursor.fetchall()
+    if sum(int(pending) for _, _, pending in rows) > FOLD_AFTER:
+        fold_counts(tenant_id)
+    by_status = {status: int(n) for status, n, _ in rows}
+    return {status: by_status.get(status, 0) for status in Status.values}
+
+
 def fold_counts(tenant_id: int) -> int:
     """Move a tenant's pending deltas into its totals (PostgreSQL); returns how many delta rows were folded.
 
