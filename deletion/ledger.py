@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import json
 from collections.abc import Iterable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +26,12 @@ def path() -> Path:
 
 
 def entry(stone: Tombstone) -> dict[str, Any]:
-    return {name: getattr(stone, name) for name in FIELDS} | {"created_at": stone.created_at.isoformat()}
+    return entry_of(created_at=stone.created_at, **{name: getattr(stone, name) for name in FIELDS})
 
 
-def append_after_commit(stones: Iterable[Tombstone]) -> None:
-    append_entries_after_commit([entry(s) for s in stones])
+def entry_of(*, created_at: datetime, **fields: Any) -> dict[str, Any]:
+    """A ledger line's content from a tombstone's values (every name of FIELDS; KeyError if one is missing)."""
+    return {name: fields[name] for name in FIELDS} | {"created_at": created_at.isoformat()}
 
 
 def append_entries_after_commit(entries: Iterable[dict[str, Any]]) -> None:

@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Q
 
+from deletion import ledger
 from deletion.models import DeletionRequest, RefusedWrite, Tombstone
 from memory_admin.derived.models import Event
 from memory_admin.memory.errors import DomainError, Tombstoned
@@ -95,18 +96,17 @@ def insert_for_request(
         rows.append((kind, "", scope_hash, "", ""))
     if rows:
         _insert_rows(request, rows, now)
-    created = now.isoformat()
     return [
-        {
-            "tenant_id": request.tenant_id,
-            "kind": kind,
-            "memory_id": memory_id,
-            "scope_hash": fact,
-            "value_hash": value_hash,
-            "source_hash": source,
-            "request_public_id": request.public_id,
-            "created_at": created,
-        }
+        ledger.entry_of(
+            tenant_id=request.tenant_id,
+            kind=kind,
+            memory_id=memory_id,
+            scope_hash=fact,
+            value_hash=value_hash,
+            source_hash=source,
+            request_public_id=request.public_id,
+            created_at=now,
+        )
         for kind, memory_id, fact, value_hash, source in rows
     ]
 
