@@ -90,20 +90,23 @@ def day_of(moment: datetime) -> int:
     return (moment - EPOCH) // DAY
 
 
+# A tenant's counter rows: the folded totals (pending 0) and the deltas not folded yet (pending 1).
+_COUNTER_ROWS = """
+    SELECT status, verified, due_day, n, 0 AS pending FROM memory_recordcount WHERE tenant_id = %(tenant)s
+    UNION ALL
+    SELECT status, verified, due_day, delta, 1 FROM memory_recordcountdelta WHERE tenant_id = %(tenant)s
+"""
+
+
 def _maintained(tenant_id: int, now: datetime) -> RecordStats:
     d0 = day_of(now)  # edges: now in day d0, now + 1 day in d0 + 1, now + 7 days in d0 + 7
     with connection.cursor() as cursor:
         # One statement, one snapshot: folded totals plus the deltas not folded yet, and the accepted
         # rows of the three edge days (each row once, by verified and by which side of its edge it lies).
         cursor.execute(
-            """
-            SELECT 'c', status, verified, due_day, sum(n), sum(pending) FROM (
-                SELECT status, verified, due_day, n, 0 AS pending
-                FROM memory_recordcount WHERE tenant_id = %(tenant)s
-                UNION ALL
-                SELECT status, verified, due_day, delta, 1
-                FROM memory_recordcountdelta WHERE tenant_id = %(tenant)s
-            ) AS counts GROUP BY status, verified, due_day
+            f"""
+            SELECT 'c', status, verified, due_day, sum(n), sum(pending) FROM ({_COUNTER_ROWS}) AS counts
+            GROUP BY status, verified, due_day
             UNION ALL
             SELECT 'e', NULL, last_verified_at IS NOT NULL,
                    floor(extract(epoch FROM recheck_after) / 86400)::integer,
@@ -179,13 +182,7 @@ def status_counts(tenant_id: int) -> dict[str, int] | None:
         return None
     with connection.cursor() as cursor:
         cursor.execute(
-            """
-            SELECT status, sum(n), count(*) FILTER (WHERE pending) FROM (
-                SELECT status, n, false AS pending FROM memory_recordcount WHERE tenant_id = %(tenant)s
-                UNION ALL
-                SELECT status, delta, true FROM memory_recordcountdelta WHERE tenant_id = %(tenant)s
-            ) AS counts GROUP BY status
-            """,
+            f"SELECT status, sum(n), sum(pending) FROM ({_COUNTER_ROWS}) AS counts GROUP BY status",
             {"tenant": tenant_id},
         )
         rows = cursor.fetchall()
