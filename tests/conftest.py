@@ -64,7 +64,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
     """On SQLite the test database is a file under VAR_DIR (not Django's default in-memory database),
-    so the Celery worker the celery tests start, another process, opens the same database."""
+    so the Celery worker the celery tests start, another process, opens the same database. No test may open
+    that file or its -wal/-shm itself (only through SQLite): closing the descriptor drops this process's
+    POSIX locks on it, and the worker then deletes the WAL under this process's connection (a walk over
+    VAR_DIR reads them in a child process: tests/test_deletion_marker_scan.py, scan_var)."""
     db = settings.DATABASES["default"]
     if db["ENGINE"] == SQLITE and not db.get("TEST", {}).get("NAME"):
         db.setdefault("TEST", {})["NAME"] = str(Path(settings.VAR_DIR) / "test-db.sqlite3")

@@ -11,7 +11,10 @@ place, so a scan that sees nothing cannot pass.
 
 from __future__ import annotations
 
+import json
 import pickle
+import subprocess
+import sys
 import uuid
 import zlib
 from dataclasses import dataclass, field
@@ -33,6 +36,8 @@ from django.utils import timezone
 from deletion.backups import take_backup
 from deletion.models import Backup, DeletionRequest, StoreProgress
 from deletion.tasks import purge_store
+from memory_admin.accounts.models import Principal
+from memory_admin.accounts.services import ensure_principal
 from memory_admin.derived.models import Event, Invalidation, ScheduledAction, Summary
 from memory_admin.derived.tasks import embed_summaries, refresh_record_vectors
 from memory_admin.derived.vectors import get_index, sql_str
@@ -149,20 +154,35 @@ def scan_vectors(scan: Scan) -> None:
     scan.counts["vector_versions"] = index.versions()
 
 
+# Run in a child process, never here: see scan_var.
+_READ_VAR = """
+import json, sys
+from pathlib import Path
+root, needle = Path(sys.argv[1]), sys.argv[2].encode()
+files = [p for p in root.rglob("*") if p.is_file()]
+print(json.dumps({"files": len(files), "holding": [str(p) for p in files if needle in p.read_bytes()]}))
+"""
+
+
 def scan_var(scan: Scan) -> list[Path]:
-    """Every file under VAR_DIR (exports, backups, file cache, broker folders, the vector files)."""
-    needle = scan.marker.encode()
-    files = hit = 0
-    holding = []
-    for path in Path(settings.VAR_DIR).rglob("*"):
-        if path.is_file():
-            files += 1
-            if needle in path.read_bytes():
-                hit += 1
-                holding.append(path)
-    if hit:
-        scan.hits["var files"] = hit
-    scan.counts["var_files"] = files
+    """Every file under VAR_DIR (exports, backups, file cache, broker folders, the vector files, and on
+    SQLite the test database with its -wal and -shm files), read by a child process. Reading them here would
+    corrupt the test database: closing a descriptor this process opened on a file drops every POSIX lock the
+    process holds on that file, so SQLite's connection silently loses its locks on the database and on the
+    -shm; the next process to open the database (the Celery worker of tests/test_deletion_worker.py) takes
+    itself for the only one, checkpoints and deletes the WAL on close, and this process goes on writing to a
+    WAL nobody else reads ("database disk image is malformed"; https://sqlite.org/howtocorrupt.html 2.2)."""
+    found = subprocess.run(
+        [sys.executable, "-c", _READ_VAR, str(settings.VAR_DIR), scan.marker],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    result = json.loads(found.stdout)
+    holding = [Path(path) for path in result["holding"]]
+    if holding:
+        scan.hits["var files"] = len(holding)
+    scan.counts["var_files"] = result["files"]
     return holding
 
 
@@ -512,3 +532,43 @@ def test_a_line_naming_no_subject_that_quotes_a_deleted_value(api, agent, compli
         format="json",
     )
     assert later.status_code == 201
+
+
+_OTHER_PROCESS_READS = """
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], timeout=20)
+print(db.execute(sys.argv[2]).fetchone()[0])
+db.close()
+"""
+
+
+def another_process_reads(sql: str) -> str:
+    """What a second process (a Celery worker, say) sees of the test database: it opens, reads and closes."""
+    name = str(connection.settings_dict["NAME"])
+    return subprocess.run(
+        [sys.executable, "-c", _OTHER_PROCESS_READS, name, sql], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_var_scan_leaves_this_process_s_sqlite_locks_alone():
+    """The var scan reads the SQLite test database's files (they live under VAR_DIR). Read here, they used to
+    drop this process's POSIX locks on them: the next process to open the database (here a reader, in
+    tests/test_deletion_worker.py the Celery worker) took itself for the only one and deleted the WAL when
+    it closed, and what this process wrote next went to the deleted WAL, seen by no other process (and later
+    "database disk image is malformed")."""
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite only: PostgreSQL has no database file under VAR_DIR")
+    name = Path(connection.settings_dict["NAME"]).resolve()
+    assert name.is_relative_to(Path(settings.VAR_DIR).resolve())  # the scan does read the database's files
+    ensure_principal("acme", "before-scan", ["agent"])  # this process holds an open connection in WAL mode
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA journal_mode")
+        assert cursor.fetchone()[0] == "wal"
+
+    scan_var(Scan(f"marker-{uuid.uuid4().hex}"))
+    table = Principal._meta.db_table
+    assert another_process_reads(f"SELECT count(*) FROM {table} WHERE username = 'before-scan@acme'") == "1"
+
+    ensure_principal("acme", "after-scan", ["agent"])  # written after the other process came and went
+    assert another_process_reads(f"SELECT count(*) FROM {table} WHERE username = 'after-scan@acme'") == "1"

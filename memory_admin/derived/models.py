@@ -59,7 +59,7 @@ class Event(PublicIdModel):
     """
 
     public_prefix = "evt"
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+", db_index=False)  # see Meta.indexes
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="events")
     session_id = models.CharField(max_length=200)
     actor = models.CharField(max_length=200)

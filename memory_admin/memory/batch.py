@@ -36,7 +36,7 @@ from django.db.models import Field, Max, Q
 from django.utils import timezone
 
 from memory_admin.accounts.models import Principal, Tenant
-from memory_admin.memory import audit, hooks, rows
+from memory_admin.memory import audit, hooks, rows, stats
 from memory_admin.memory.actions import (
     _APPLY,
     Assertion,
@@ -474,7 +474,7 @@ def _update_rows(records: list[MemoryRecord], names: list[str]) -> None:
         MemoryRecord.objects.bulk_update(records, names)
         return
     attnames = [cast(Field, MemoryRecord._meta.get_field(name)).attname for name in names]
-    rows.update_objects(records, attnames)
+    stats.update_objects_counted(records, attnames)
 
 
 def _record_events(events: list[audit.Event], tenant_id: int, at: datetime) -> None:

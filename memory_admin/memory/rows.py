@@ -404,10 +404,19 @@ def insert_objects(objects: Sequence[models.Model]) -> int:
     return insert_columns(model, columns)
 
 
-def update_objects(objects: Sequence[models.Model], attnames: Sequence[str]) -> int:
-    """Write the fields `attnames` of `objects` (each its own values) in one `UPDATE ... FROM unnest(...)`."""
-    if not objects:
-        return 0
+@dataclass(frozen=True)
+class Unnested:
+    """The per-row values of an `UPDATE ... FROM unnest(...)`: the FROM item `source` (alias `v`, the primary
+    keys as `v.pk`), the SET list `assignments` (each column of alias `t` from `v`), and the parameters."""
+
+    source: str
+    assignments: str
+    params: list[str]
+    pk_column: str
+
+
+def unnested(objects: Sequence[models.Model], attnames: Sequence[str]) -> Unnested:
+    """The FROM item and SET list that write the fields `attnames` of `objects` (each its own values)."""
     model = type(objects[0])
     pk_name = cast("models.Field[Any, Any]", model._meta.pk).attname
     pk_column, pk_type, pk_encode = _column(model, pk_name)
@@ -419,13 +428,19 @@ def update_objects(objects: Sequence[models.Model], attnames: Sequence[str]) -> 
         arrays.append(f"%s::{array_type}")
         aliases.append(f"c{n}")
         params.append(array_literal(_encoded(encode, [getattr(o, attname) for o in objects])))
-    table = connection.ops.quote_name(model._meta.db_table)
-    sql = (
-        f"UPDATE {table} AS t SET {', '.join(sets)} FROM unnest({', '.join(arrays)}) AS v ({', '.join(aliases)}) "
-        f"WHERE t.{pk_column} = v.pk"
-    )
+    source = f"unnest({', '.join(arrays)}) AS v ({', '.join(aliases)})"
+    return Unnested(source, ", ".join(sets), params, pk_column)
+
+
+def update_objects(objects: Sequence[models.Model], attnames: Sequence[str]) -> int:
+    """Write the fields `attnames` of `objects` (each its own values) in one `UPDATE ... FROM unnest(...)`."""
+    if not objects:
+        return 0
+    u = unnested(objects, attnames)
+    table = connection.ops.quote_name(type(objects[0])._meta.db_table)
+    sql = f"UPDATE {table} AS t SET {u.assignments} FROM {u.source} WHERE t.{u.pk_column} = v.pk"
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(sql, u.params)
         return int(cursor.rowcount)
 
 

@@ -13,15 +13,17 @@ On SQLite (the embedded, small deployment) they are counted exactly, with the sa
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from typing import Any, Literal, cast
 
 from django.db import connection, transaction
-from django.db.models import Count, Q
+from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
 from memory_admin.memory.models import MemoryRecord
+from memory_admin.memory.rows import unnested, update_objects
 
 Status = MemoryRecord.Status
 DAY = timedelta(days=1)
@@ -246,3 +248,96 @@ def recount(tenant_id: int) -> int:
             [NO_DUE_DAY, tenant_id],
         )
         return sum(int(n) for (n,) in cursor.fetchall())
+
+
+# --- Large UPDATEs, counted once per statement (migration 0012) ------------------------------------------
+
+# The columns of the counters' key; an UPDATE that sets none of them moves no count.
+KEY_COLUMNS = frozenset({"tenant_id", "status", "last_verified_at", "recheck_after"})
+_ROW_COLUMNS = ("id", "tenant_id", "status", "last_verified_at", "recheck_after")
+
+
+def _key(alias: str, prefix: str) -> str:
+    """The counters' key of the record row `alias` (migration 0009's KEY), as columns named `prefix`_*."""
+    return (
+        f"{alias}.tenant_id AS {prefix}_tenant, {alias}.status AS {prefix}_status, "
+        f"({alias}.last_verified_at IS NOT NULL) AS {prefix}_verified, "
+        f"coalesce(floor(extract(epoch FROM {alias}.recheck_after) / 86400)::integer, {NO_DUE_DAY}) AS {prefix}_day"
+    )
+
+
+_COUNTED_UPDATE = """
+    WITH moved AS (
+        UPDATE memory_memoryrecord AS t SET {sets}
+        FROM ({rows}) AS o (id, tenant_id, status, last_verified_at, recheck_after){source}
+        WHERE t.id = o.id{match}
+        RETURNING {old_key}, {new_key}
+    ), counted AS (
+        INSERT INTO memory_recordcountdelta (tenant_id, status, verified, due_day, delta)
+        SELECT tenant_id, status, verified, due_day, sum(delta) FROM (
+            SELECT old_tenant, old_status, old_verified, old_day, -1 FROM moved
+            UNION ALL
+            SELECT new_tenant, new_status, new_verified, new_day, 1 FROM moved
+        ) AS m (tenant_id, status, verified, due_day, delta)
+        GROUP BY 1, 2, 3, 4 HAVING sum(delta) <> 0
+    )
+    SELECT count(*) FROM moved
+"""
+
+
+def _update_counted(sets: str, locked: str, params: Sequence[Any], *, source: str = "", match: str = "") -> int:
+    """One UPDATE of the records `locked` (a SELECT ... FOR UPDATE of _ROW_COLUMNS: their values before it, locked)
+    and, in the same statement, the counter deltas of every row whose key it moved, grouped. The row trigger
+    skips this statement's rows (memory.record_counts = by_statement, reset at once). Called in an atomic block
+    of its own, so that a failure rolls the setting back with it. `params` in the order of the text: sets,
+    locked, source."""
+    sql = _COUNTED_UPDATE.format(
+        sets=sets,
+        rows=locked,
+        source=f", {source}" if source else "",
+        match=f" AND {match}" if match else "",
+        old_key=_key("o", "old"),
+        new_key=_key("t", "new"),
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('memory.record_counts', 'by_statement', true)")
+        cursor.execute(sql, params)
+        moved = int(cursor.fetchone()[0])
+        cursor.execute("SELECT set_config('memory.record_counts', '', true)")
+    return moved
+
+
+def update_counted(records: QuerySet[MemoryRecord], **values: Any) -> int:
+    """`records.update(**values)` (constant values, by attname) for a large set of records: on PostgreSQL the
+    counter deltas are written by the same statement, grouped, instead of by the row trigger once per row
+    (a deletion's 10,000 records: one grouped INSERT instead of 10,000 trigger calls). Returns the rows updated."""
+    for attname, value in values.items():
+        if hasattr(value, "resolve_expression"):  # refused on every backend, so that callers stay portable
+            raise TypeError(f"update_counted takes plain values, not expressions ({attname}).")
+    if connection.vendor != "postgresql" or not KEY_COLUMNS & values.keys():
+        return records.update(**values)
+    sets, set_params = [], []
+    for attname, value in values.items():
+        field = next(f for f in MemoryRecord._meta.concrete_fields if f.attname == attname)
+        sets.append(f"{connection.ops.quote_name(cast(str, field.column))} = %s")
+        set_params.append(field.get_db_prep_save(value, connection))
+    query = records.order_by().select_for_update(of=("self",)).values_list(*_ROW_COLUMNS).query
+    with transaction.atomic():  # also what a query with FOR UPDATE is compiled in
+        locked, locked_params = query.get_compiler(using=records.db).as_sql()
+        return _update_counted(", ".join(sets), locked, [*set_params, *locked_params])
+
+
+def update_objects_counted(records: Sequence[MemoryRecord], attnames: Sequence[str]) -> int:
+    """`rows.update_objects(records, attnames)` (PostgreSQL: each record its own values, one statement) with
+    the counter deltas written by the same statement, grouped, instead of by the row trigger once per row."""
+    if not records:
+        return 0
+    if not KEY_COLUMNS & set(attnames):
+        return update_objects(records, attnames)
+    u = unnested(records, attnames)
+    locked = (
+        "SELECT r.id, r.tenant_id, r.status, r.last_verified_at, r.recheck_after FROM memory_memoryrecord AS r "
+        "WHERE r.id = ANY(%s::bigint[]) FOR UPDATE"
+    )
+    with transaction.atomic():
+        return _update_counted(u.assignments, locked, [u.params[0], *u.params], source=u.source, match="o.id = v.pk")
