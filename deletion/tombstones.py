@@ -24,6 +24,7 @@ from django.db.models import Q
 from deletion import ledger
 from deletion.models import DeletionRequest, RefusedWrite, Tombstone
 from memory_admin.derived.models import Event
+from memory_admin.memory import rows
 from memory_admin.memory.errors import DomainError, Tombstoned
 from memory_admin.memory.hooks import FactWrite
 
@@ -205,7 +206,7 @@ def _refusals_of_tenant(tenant_id: int, writes: list[tuple[int, FactWrite]], ref
             record_stones.setdefault(stone.memory_id, stone)
     scopes = {i: fact_scope(tenant_id, w.project_id, w.subject_id, w.predicate) for i, w in writes}
     fact_stones: dict[str, list[Tombstone]] = {}
-    for stone in live().filter(tenant_id=tenant_id, scope_hash__in=set(scopes.values())).order_by("pk"):
+    for stone in _live_stones_of_scopes(tenant_id, set(scopes.values())):
         fact_stones.setdefault(stone.scope_hash, []).append(stone)
     cited = {e for _, w in writes for e in w.event_ids if e}
     removed_events: set[str] = set()
@@ -242,6 +243,26 @@ def _refusals_of_tenant(tenant_id: int, writes: list[tuple[int, FactWrite]], ref
                 continue
         if latest is not None and any(e in removed_events for e in w.event_ids):
             refusals[i] = _refusal(latest, "it is extracted from log lines a deletion removed")
+
+
+def _live_stones_of_scopes(tenant_id: int, scopes: set[str]) -> list[Tombstone]:
+    """The live tombstones of `scopes`, oldest first. One scope (every single write asks this) is one statement
+    built once (memory.rows), not a queryset compiled per write; a batch's many scopes, the queryset."""
+    if len(scopes) != 1:
+        return list(live().filter(tenant_id=tenant_id, scope_hash__in=scopes).order_by("pk"))
+    with connection.cursor() as cursor:
+        cursor.execute(_one_scope_sql(), [tenant_id, next(iter(scopes))])
+        return [rows.load(Tombstone, row) for row in cursor.fetchall()]
+
+
+@functools.cache
+def _one_scope_sql() -> str:
+    q = connection.ops.quote_name
+    return (
+        f"SELECT {rows.select_list(Tombstone, 's')} FROM {q(Tombstone._meta.db_table)} s "
+        f"WHERE s.{q('lifted_at')} IS NULL AND s.{q('tenant_id')} = %s AND s.{q('scope_hash')} = %s "
+        f"ORDER BY s.{q('id')}"
+    )
 
 
 def guard_assertion(write: FactWrite) -> None:
