@@ -90,6 +90,14 @@ def test_an_update_that_moves_no_key_is_a_plain_update(agent, now):
     agrees(agent.tenant_id, now)
 
 
+def test_a_condition_that_matches_nothing_updates_nothing(agent, now):
+    seed(agent, now, subjects=1)
+    assert stats.update_counted(MemoryRecord.objects.filter(pk__in=[]), status=Status.EXPIRED) == 0
+    assert stats.update_counted(MemoryRecord.objects.filter(subject_id="nobody"), status=Status.EXPIRED) == 0
+    assert stats.update_objects_counted([], ["status"]) == 0
+    agrees(agent.tenant_id, now)
+
+
 def test_expressions_are_refused(agent, now):
     seed(agent, now, subjects=1)
     with pytest.raises(TypeError, match="plain values"):

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, cast
 
+from django.core.exceptions import EmptyResultSet
 from django.db import connection, transaction
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
@@ -323,7 +324,10 @@ def update_counted(records: QuerySet[MemoryRecord], **values: Any) -> int:
         set_params.append(field.get_db_prep_save(value, connection))
     query = records.order_by().select_for_update(of=("self",)).values_list(*_ROW_COLUMNS).query
     with transaction.atomic():  # also what a query with FOR UPDATE is compiled in
-        locked, locked_params = query.get_compiler(using=records.db).as_sql()
+        try:
+            locked, locked_params = query.get_compiler(using=records.db).as_sql()
+        except EmptyResultSet:  # a condition that matches nothing (`pk__in=[]`): no statement at all
+            return 0
         return _update_counted(", ".join(sets), locked, [*set_params, *locked_params])
 
 
