@@ -102,6 +102,8 @@ def test_expressions_are_refused(agent, now):
     seed(agent, now, subjects=1)
     with pytest.raises(TypeError, match="plain values"):
         stats.update_counted(MemoryRecord.objects.filter(tenant_id=agent.tenant_id), recheck_after=F("valid_from"))
+    with pytest.raises(ValueError, match="no column 'tenant'"):  # attnames only, as the statement names columns
+        stats.update_counted(MemoryRecord.objects.filter(tenant_id=agent.tenant_id), tenant=1)
     agrees(agent.tenant_id, now)
 
 

@@ -312,14 +312,17 @@ def update_counted(records: QuerySet[MemoryRecord], **values: Any) -> int:
     """`records.update(**values)` (constant values, by attname) for a large set of records: on PostgreSQL the
     counter deltas are written by the same statement, grouped, instead of by the row trigger once per row
     (a deletion's 10,000 records: one grouped INSERT instead of 10,000 trigger calls). Returns the rows updated."""
+    fields = {f.attname: f for f in MemoryRecord._meta.concrete_fields}
     for attname, value in values.items():
+        if attname not in fields:
+            raise ValueError(f"MemoryRecord has no column {attname!r}.")
         if hasattr(value, "resolve_expression"):  # refused on every backend, so that callers stay portable
             raise TypeError(f"update_counted takes plain values, not expressions ({attname}).")
     if connection.vendor != "postgresql" or not KEY_COLUMNS & values.keys():
         return records.update(**values)
     sets, set_params = [], []
     for attname, value in values.items():
-        field = next(f for f in MemoryRecord._meta.concrete_fields if f.attname == attname)
+        field = fields[attname]
         sets.append(f"{connection.ops.quote_name(cast(str, field.column))} = %s")
         set_params.append(field.get_db_prep_save(value, connection))
     query = records.order_by().select_for_update(of=("self",)).values_list(*_ROW_COLUMNS).query
