@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from memory_admin.memory.actions import Assertion, assert_fact
@@ -123,3 +124,26 @@ def test_a_record_whose_validity_ended_is_not_due(agent, handbook):
     assert ended.status == "accepted"  # not yet settled by the valid-time task
     assert ended.pk not in claim_due()
     assert recheck_record.apply(args=(ended.pk,)).get() == "skipped"
+
+
+def test_a_claimed_record_that_is_skipped_gives_its_claim_back(agent, handbook):
+    """Claimed while due, then excluded before its recheck ran: the task skips it and ends the claim (the stamp
+    and, on PostgreSQL, the claim row) at once, not when the lease runs out."""
+    now = timezone.now()
+    past = now - timedelta(days=3)
+    record = assert_fact(agent, limit(50000, "2026.1", now - timedelta(days=30)), now=past, verified_at=past).record
+    MemoryRecord.objects.filter(pk=record.pk).update(recheck_after=past)
+    assert record.pk in claim_due()
+    assert claimed(record.pk)
+    MemoryRecord.objects.filter(pk=record.pk).update(status=MemoryRecord.Status.EXCLUDED)
+    assert recheck_record.apply(args=(record.pk,)).get() == "skipped"
+    assert not claimed(record.pk)
+    assert MemoryRecord.objects.get(pk=record.pk).recheck_claimed_at is None
+
+
+def claimed(record_id: int) -> bool:
+    if connection.vendor != "postgresql":
+        return MemoryRecord.objects.get(pk=record_id).recheck_claimed_at is not None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM memory_recheckclaim WHERE record_id = %s", [record_id])
+        return cursor.fetchone() is not None

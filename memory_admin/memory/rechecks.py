@@ -538,6 +538,17 @@ def release_claim(record: MemoryRecord) -> None:
     """The sweep's claim on `record` ends: its stamp is cleared (saved by the caller) and, on PostgreSQL, its
     claim row is deleted, so the record can be claimed again as soon as it is due."""
     record.recheck_claimed_at = None
+    _delete_claim_row(record.pk)
+
+
+def release_claim_of(record_id: int) -> None:
+    """`release_claim` of a record that is not rechecked (the sweep's task skips it: gone, ended or no longer
+    accepted): the stamp is cleared here, and the claim row deleted, rather than left until the lease ends."""
+    MemoryRecord.all_objects.filter(pk=record_id).update(recheck_claimed_at=None)
+    _delete_claim_row(record_id)
+
+
+def _delete_claim_row(record_id: int) -> None:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute(f"DELETE FROM {CLAIMS_TABLE} WHERE record_id = %s", [record.pk])
+            cursor.execute(f"DELETE FROM {CLAIMS_TABLE} WHERE record_id = %s", [record_id])

@@ -53,7 +53,7 @@ def recheck_record(self: Any, record_id: int) -> str:
         # Today's value stays due while a successor is scheduled (it is no longer the head, but it is the
         # answer read for acting today); a record whose validity ended or that left `accepted` is skipped.
         if record is None or not record.kept_fresh_at(timezone.now()):
-            MemoryRecord.objects.filter(pk=record_id).update(recheck_claimed_at=None)
+            rechecks.release_claim_of(record_id)
             return "skipped"
         attempt = rechecks.recheck_now(record, trigger=RecheckAttempt.Trigger.SWEEP)
     except Exception as exc:
