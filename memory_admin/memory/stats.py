@@ -88,6 +88,16 @@ def exact_record_stats(tenant_id: int, now: datetime) -> RecordStats:
     )
 
 
+def _day_sql(column: str) -> str:
+    """SQL for the day of `column`, as `day_of` and migration 0009's triggers compute it."""
+    return f"floor(extract(epoch FROM {column}) / 86400)::integer"
+
+
+def _due_day_sql(column: str) -> str:
+    """The counters' `due_day` of `column` in SQL: its day, or NO_DUE_DAY when it is NULL (migration 0009)."""
+    return f"coalesce({_day_sql(column)}, {NO_DUE_DAY})"
+
+
 def day_of(moment: datetime) -> int:
     """Days since 1970-01-01 UTC, as the counters' triggers compute them."""
     return (moment - EPOCH) // DAY
@@ -111,10 +121,9 @@ def _maintained(tenant_id: int, now: datetime) -> RecordStats:
             SELECT 'c', status, verified, due_day, sum(n), sum(pending) FROM ({_COUNTER_ROWS}) AS counts
             GROUP BY status, verified, due_day
             UNION ALL
-            SELECT 'e', NULL, last_verified_at IS NOT NULL,
-                   floor(extract(epoch FROM recheck_after) / 86400)::integer,
-                   count(*) FILTER (WHERE recheck_after <= %(now)s + (floor(extract(epoch FROM recheck_after)
-                                    / 86400)::integer - %(d0)s) * interval '1 day'),
+            SELECT 'e', NULL, last_verified_at IS NOT NULL, {_day_sql("recheck_after")},
+                   count(*) FILTER (WHERE recheck_after <= %(now)s
+                                    + ({_day_sql("recheck_after")} - %(d0)s) * interval '1 day'),
                    count(*)
             FROM memory_memoryrecord
             WHERE tenant_id = %(tenant)s AND status = 'accepted' AND tombstoned_at IS NULL AND (
@@ -239,14 +248,13 @@ def recount(tenant_id: int) -> int:
         cursor.execute("DELETE FROM memory_recordcountdelta WHERE tenant_id = %s", [tenant_id])
         cursor.execute("DELETE FROM memory_recordcount WHERE tenant_id = %s", [tenant_id])
         cursor.execute(
-            """
+            f"""
             INSERT INTO memory_recordcount (tenant_id, status, verified, due_day, n)
-            SELECT tenant_id, status, last_verified_at IS NOT NULL,
-                   coalesce(floor(extract(epoch FROM recheck_after) / 86400)::integer, %s), count(*)
+            SELECT tenant_id, status, last_verified_at IS NOT NULL, {_due_day_sql("recheck_after")}, count(*)
             FROM memory_memoryrecord WHERE tenant_id = %s GROUP BY 1, 2, 3, 4
             RETURNING n
             """,
-            [NO_DUE_DAY, tenant_id],
+            [tenant_id],
         )
         return sum(int(n) for (n,) in cursor.fetchall())
 
@@ -263,7 +271,7 @@ def _key(alias: str, prefix: str) -> str:
     return (
         f"{alias}.tenant_id AS {prefix}_tenant, {alias}.status AS {prefix}_status, "
         f"({alias}.last_verified_at IS NOT NULL) AS {prefix}_verified, "
-        f"coalesce(floor(extract(epoch FROM {alias}.recheck_after) / 86400)::integer, {NO_DUE_DAY}) AS {prefix}_day"
+        f"{_due_day_sql(f'{alias}.recheck_after')} AS {prefix}_day"
     )
 
 
