@@ -137,6 +137,23 @@ def test_the_api_list_runs_the_same_queries_whatever_the_page_holds(api, agent, 
     assert len(one.captured_queries) == len(many.captured_queries)
 
 
+def _other_task(agent, number: str, value: str, now):
+    """The current record of another task's deadline, asserted at `now`."""
+    return assert_fact(
+        agent,
+        Assertion(
+            project_id="project-a",
+            subject_id=f"task-proposal-{number}",
+            predicate=DEADLINE["predicate"],
+            value=value,
+            valid_from=at(10, 20),
+            source_canonical_ref=f"task-system:project-a/task-proposal-{number}",
+            source_revision="r1",
+        ),
+        now=now,
+    ).record
+
+
 @pytest.fixture
 def three_revisions(agent, moved_deadline):
     """The deadline at revision 3, its revision 2 also marked as superseding a tombstoned record and an extra
@@ -147,32 +164,8 @@ def three_revisions(agent, moved_deadline):
         agent, deadline("2026-11-09T17:00+09:00", "r19", at(10, 24), expected_revision=2), now=at(10, 24, 9, 1)
     )
     middle = moved_deadline[1].record
-    extra = assert_fact(
-        agent,
-        Assertion(
-            project_id="project-a",
-            subject_id="task-proposal-099",
-            predicate=DEADLINE["predicate"],
-            value="x",
-            valid_from=at(10, 20),
-            source_canonical_ref="task-system:project-a/task-proposal-099",
-            source_revision="r1",
-        ),
-        now=at(10, 20, 10),
-    ).record
-    gone = assert_fact(
-        agent,
-        Assertion(
-            project_id="project-a",
-            subject_id="task-proposal-098",
-            predicate=DEADLINE["predicate"],
-            value="y",
-            valid_from=at(10, 20),
-            source_canonical_ref="task-system:project-a/task-proposal-098",
-            source_revision="r1",
-        ),
-        now=at(10, 20, 11),
-    ).record
+    extra = _other_task(agent, "099", "x", at(10, 20, 10))
+    gone = _other_task(agent, "098", "y", at(10, 20, 11))
     MemoryRecord.all_objects.filter(pk__in=[extra.pk, gone.pk]).update(superseded_by=middle)
     MemoryRecord.all_objects.filter(pk=gone.pk).update(tombstoned_at=at(10, 25))
     return third, middle, extra
