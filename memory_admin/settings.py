@@ -165,7 +165,7 @@ def _cache_from_url(url: str) -> dict[str, object]:
         return {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     if parsed.scheme == "file":
         return {
-            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "BACKEND": "memory_admin.lib.filecache.FileCache",
             "LOCATION": parsed.path,
         }
     raise ImproperlyConfigured(f"CACHE_URL={url!r}: use redis://, rediss://, locmem:// or file:///path")

@@ -7,8 +7,9 @@ Rates come from `REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]` (`<scope>` per token,
 address), read on every request, so a changed setting applies at once (tests set tiny limits that way).
 
 The count is a fixed window in the default cache (`cache.add` then `cache.incr`: atomic on Redis, locked
-on locmem, good enough on the file cache), so it costs one small key per window whatever the limit, and
-`Retry-After` is the time left in the window. A refused request still counts: hammering stays refused.
+on locmem, good enough on the file cache, whose cull keeps the newest entries: `lib.filecache`), so it
+costs one small key per window whatever the limit, and `Retry-After` is the time left in the window. A
+refused request still counts: hammering stays refused.
 """
 
 from __future__ import annotations
