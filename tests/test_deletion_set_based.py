@@ -412,3 +412,34 @@ def test_the_records_purge_falls_back_to_the_collector_when_the_records_have_a_d
         pre_delete.disconnect(receiver, sender=MemoryRecord)
     assert sorted(seen) == sorted(r.pk for r in records)
     assert not MemoryRecord.all_objects.filter(pk__in=seen).exists()
+
+
+@pytest.mark.postgres_only(
+    reason="one array parameter for a list of ids is PostgreSQL's (unnest); SQLite binds the list"
+)
+def test_finding_purging_and_verifying_bind_as_many_parameters_for_a_big_subject_as_for_a_small_one(
+    agent, other_agent, compliance
+):
+    """Every store's find, purge and verify sends the subject's ids as one array, not one placeholder per
+    record (a 10,000-record subject was 10,000 parameters bound and planned anew in each statement)."""
+
+    def most_parameters(subject: str, facts: int) -> int:
+        with_dependants(agent, other_agent, person(agent, subject, facts))
+        request = request_deletion(compliance, project_id=PROJECT, scope={"subject_id": subject}, reason="Erasure")
+        assert isinstance(request, DeletionRequest)
+        sizes: list[int] = []
+
+        def count(execute, sql, params, many, context):
+            sizes.append(len(params or ()))
+            return execute(sql, params, many, context)
+
+        with connection.execute_wrapper(count):
+            for progress in request.stores.order_by("pk"):
+                purge_store.apply(args=[progress.pk])
+        assert not records_of(subject).exists()
+        # Every store ran to its end: verified, or waiting for a holder of a loaded context to acknowledge.
+        assert set(request.stores.values_list("state", flat=True)) <= {"verified", "waiting"}
+        assert request.stores.filter(state="verified").count() >= len(stores.registered()) - 1
+        return max(sizes)
+
+    assert most_parameters("p-1", 1) == most_parameters("p-2", 8)

@@ -10,6 +10,7 @@ from django.db import transaction
 from deletion.stores.base import Found, Job, Scope, Store, Verification, register
 from memory_admin.derived.caches import fact_key
 from memory_admin.derived.models import CacheEntry
+from memory_admin.memory import rows
 
 
 def _fact_keys(scope: Scope) -> set[str]:
@@ -28,7 +29,7 @@ class CachesStore(Store):
     replayed = True
 
     def find(self, scope: Scope) -> Found:
-        keys = set(CacheEntry.objects.filter(records__in=scope.record_ids).values_list("key", flat=True))
+        keys = set(CacheEntry.objects.filter(records__in=rows.among(scope.record_ids)).values_list("key", flat=True))
         keys |= _fact_keys(scope)
         return Found(len(keys), {"keys": sorted(keys)}, sorted(keys)[:5])
 

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from deletion.stores.base import NOTICE_REASON, Found, Job, Scope, Store, Verification, register
 from memory_admin.derived.models import ContextItem, Invalidation
+from memory_admin.memory import rows
 
 
 @register
@@ -19,7 +20,7 @@ class ContextsStore(Store):
     position = 80
 
     def find(self, scope: Scope) -> Found:
-        items = ContextItem.objects.filter(record_id__in=scope.record_ids).select_related("load")
+        items = ContextItem.objects.filter(record_id__in=rows.among(scope.record_ids)).select_related("load")
         loads = sorted({i.load_id for i in items})
         return Found(
             len(loads), {"loads": loads, "memory_ids": scope.memory_ids}, sorted({i.load.public_id for i in items})[:5]
@@ -27,7 +28,9 @@ class ContextsStore(Store):
 
     @staticmethod
     def _notices(job: Job) -> Any:
-        return Invalidation.objects.filter(load_id__in=job.targets["loads"], memory_id__in=job.targets["memory_ids"])
+        return Invalidation.objects.filter(
+            load_id__in=rows.among(job.targets["loads"]), memory_id__in=rows.among(job.targets["memory_ids"])
+        )
 
     def purge(self, job: Job) -> int:
         # A notice repeats the reason of the change that sent it ("Excluded: <a person's words>"), which

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from deletion.stores.base import REDACTION, Found, Job, Scope, Store, Verification, register
+from memory_admin.memory import rows
 from memory_admin.memory.models import AuditEvent, Dispute
 
 
@@ -18,7 +19,9 @@ class DisputesStore(Store):
     position = 90
 
     def find(self, scope: Scope) -> Found:
-        disputes = Dispute.objects.filter(tenant_id=scope.tenant_id, candidates__in=scope.record_ids).distinct()
+        disputes = Dispute.objects.filter(
+            tenant_id=scope.tenant_id, candidates__in=rows.among(scope.record_ids)
+        ).distinct()
         found = list(disputes.values_list("id", "public_id"))
         covered = set(scope.record_ids)
         links = Dispute.candidates.through.objects.filter(dispute_id__in=[pk for pk, _ in found])

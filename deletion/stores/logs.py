@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from deletion.stores.base import Found, Job, Scope, ScopeRecord, Store, Verification, register
 from memory_admin.derived.models import Event, EventSubject
+from memory_admin.memory import rows
 from memory_admin.memory.models import MemoryRecord
 
 # A log line that names no subject but quotes a deleted value (PRODUCT.md rule 12: raw logs are a copy).
@@ -151,7 +152,7 @@ class LogsStore(Store):
         return hidden
 
     def purge(self, job: Job) -> int:
-        ids = job.targets["ids"]
+        ids = rows.among(job.targets["ids"])
         with transaction.atomic():
             # The tags go with the text: a redacted line names no subject, in its row or in the index.
             EventSubject.objects.filter(event_id__in=ids).delete()
@@ -163,8 +164,9 @@ class LogsStore(Store):
         t = job.targets
         remaining = self._matching(job.tenant_id, job.project_id, t["subjects"], [])
         remaining = remaining.filter(redacted_at__isnull=True).count()
-        unredacted = Event.objects.filter(pk__in=t["ids"], redacted_at__isnull=True).count()
-        tags = EventSubject.objects.filter(event_id__in=t["ids"]).count()
+        ids = rows.among(t["ids"])
+        unredacted = Event.objects.filter(pk__in=ids, redacted_at__isnull=True).count()
+        tags = EventSubject.objects.filter(event_id__in=ids).count()
         return Verification(
             remaining + unredacted + tags,
             {
@@ -172,7 +174,7 @@ class LogsStore(Store):
                 "lines_mentioning_scope": remaining,
                 "target_lines_unredacted": unredacted,
                 "target_subject_tags": tags,
-                "redacted_with_marker": Event.objects.filter(pk__in=t["ids"], redacted_at__isnull=False).count(),
+                "redacted_with_marker": Event.objects.filter(pk__in=ids, redacted_at__isnull=False).count(),
                 "log_stores": LOG_STORES,
             },
         )

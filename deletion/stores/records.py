@@ -5,24 +5,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import CASCADE, DO_NOTHING, SET_NULL, QuerySet
 from django.db.models.deletion import get_candidate_relations_to_delete
-from django.db.models.expressions import RawSQL
 from django.db.models.signals import post_delete, pre_delete
 
 from deletion.models import Tombstone
 from deletion.stores.base import Found, Job, Scope, Store, Verification, register
-from memory_admin.memory import stats
+from memory_admin.memory import rows, stats
 from memory_admin.memory.models import AuditEvent, MemoryRecord
-
-
-def _ids(ids: list[int]) -> Any:
-    """`ids` as the right side of `__in`: one array parameter on PostgreSQL (a 10,000-id IN list is planned
-    and bound anew in every statement), the list elsewhere."""
-    if connection.vendor == "postgresql":
-        return RawSQL("SELECT unnest(%s::bigint[])", [ids])
-    return ids
 
 
 def delete_records(ids: list[int]) -> int:
@@ -37,7 +28,7 @@ def delete_records(ids: list[int]) -> int:
     Any other kind of relation (PROTECT, RESTRICT, SET_DEFAULT, ...), or a delete signal on the records,
     falls back to the collector, so nothing it would do is skipped. Answers how many records were deleted.
     """
-    records = MemoryRecord.all_objects.filter(pk__in=_ids(ids))
+    records = MemoryRecord.all_objects.filter(pk__in=rows.among(ids))
     relations: list[Any] = list(get_candidate_relations_to_delete(MemoryRecord._meta))  # type: ignore[arg-type]
     plain = all(r.on_delete in (CASCADE, SET_NULL, DO_NOTHING) for r in relations)
     if not plain or pre_delete.has_listeners(MemoryRecord) or post_delete.has_listeners(MemoryRecord):
@@ -87,19 +78,19 @@ class RecordsStore(Store):
         return delete_records(job.targets["ids"])
 
     def verify(self, job: Job) -> Verification:
-        rows = MemoryRecord.all_objects.filter(pk__in=job.targets["ids"]).count()
+        remaining = MemoryRecord.all_objects.filter(pk__in=rows.among(job.targets["ids"])).count()
         snapshots = AuditEvent.objects.filter(
-            tenant_id=job.tenant_id, object_id__in=job.targets["memory_ids"], redacted_at__isnull=True
+            tenant_id=job.tenant_id, object_id__in=rows.among(job.targets["memory_ids"]), redacted_at__isnull=True
         ).exclude(before__isnull=True, after__isnull=True)
         unredacted = snapshots.count()
         stones = Tombstone.objects.filter(
             request__tenant_id=job.tenant_id, request__public_id=job.request_public_id, kind=Tombstone.Kind.RECORD
         ).count()
         return Verification(
-            rows + unredacted,
+            remaining + unredacted,
             {
                 "query": "memory_memoryrecord WHERE id IN targets; audit snapshots of the memory ids",
-                "rows_remaining": rows,
+                "rows_remaining": remaining,
                 "audit_snapshots_unredacted": unredacted,
                 "tombstones": stones,
             },

@@ -6,6 +6,7 @@ from datetime import datetime
 
 from deletion.stores.base import Found, Job, Scope, Store, Verification, register
 from memory_admin.derived.models import ActionBase, ScheduledAction
+from memory_admin.memory import rows
 
 
 @register
@@ -25,7 +26,7 @@ class ScheduledActionsStore(Store):
 
     def find(self, scope: Scope) -> Found:
         actions = ScheduledAction.objects.filter(
-            tenant_id=scope.tenant_id, bases__record_id__in=scope.record_ids
+            tenant_id=scope.tenant_id, bases__record_id__in=rows.among(scope.record_ids)
         ).distinct()
         ids = sorted(actions.values_list("id", flat=True))
         return Found(len(ids), {"ids": ids}, list(actions.values_list("public_id", flat=True)[:5]))
@@ -43,13 +44,13 @@ class ScheduledActionsStore(Store):
 
     def purge(self, job: Job) -> int:
         return (
-            ScheduledAction.objects.filter(pk__in=job.targets["ids"])
+            ScheduledAction.objects.filter(pk__in=rows.among(job.targets["ids"]))
             .exclude(payload=self._redacted(job))
             .update(payload=self._redacted(job), status_reason=job.redaction)
         )
 
     def verify(self, job: Job) -> Verification:
-        targets = ScheduledAction.objects.filter(pk__in=job.targets["ids"])
+        targets = ScheduledAction.objects.filter(pk__in=rows.among(job.targets["ids"]))
         payloads = targets.exclude(payload=self._redacted(job)).count()
         active = targets.filter(status__in=self.ACTIVE).count()
         return Verification(

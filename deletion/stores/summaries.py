@@ -8,11 +8,14 @@ from typing import Any
 from deletion.stores.base import Found, Job, Scope, Store, Verification, register
 from memory_admin.derived.lineage import REGENERATORS, BaseRef, create_summary, regenerate_from
 from memory_admin.derived.models import Summary, SummaryBase
+from memory_admin.memory import rows
 
 
 def built_on(scope: Scope) -> Any:
     """Summaries with a base among the scope's records (through the indexed base rows)."""
-    return Summary.objects.filter(tenant_id=scope.tenant_id, bases__record_id__in=scope.record_ids).distinct()
+    return Summary.objects.filter(
+        tenant_id=scope.tenant_id, bases__record_id__in=rows.among(scope.record_ids)
+    ).distinct()
 
 
 @register
@@ -41,7 +44,7 @@ class SummariesStore(Store):
 
     def purge(self, job: Job) -> int:
         deleted = set(job.targets["memory_ids"])
-        targets = Summary.objects.filter(pk__in=job.targets["ids"])
+        targets = Summary.objects.filter(pk__in=rows.among(job.targets["ids"]))
         # Only a summary of a kind with a regenerator can be rebuilt from its remaining bases: those one by
         # one, first; then every target is deleted in one statement (and its base rows with it).
         for summary in targets.filter(kind__in=list(REGENERATORS)).select_related("project", "created_by"):
@@ -59,7 +62,7 @@ class SummariesStore(Store):
         return by_model.get(Summary._meta.label, 0)
 
     def verify(self, job: Job) -> Verification:
-        rows = Summary.objects.filter(pk__in=job.targets["ids"]).count()
+        remaining = Summary.objects.filter(pk__in=rows.among(job.targets["ids"])).count()
         # Anything written since the acceptance that names a deleted memory (a late job).
         deleted = set(job.targets["memory_ids"])
         since = Summary.objects.filter(tenant_id=job.tenant_id, created_at__gte=job.accepted_at)
@@ -69,10 +72,10 @@ class SummariesStore(Store):
             if deleted & {b.get("memory_id") for b in s.derived_from}
         ]
         return Verification(
-            rows + len(late),
+            remaining + len(late),
             {
                 "check": "target summaries gone; none written since names a deleted memory",
-                "target_rows": rows,
+                "target_rows": remaining,
                 "built_on_deleted_since": late[:20],
             },
         )

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from memory_admin.accounts.models import Tenant
 from memory_admin.lib.ids import new_public_id as new_public_id  # re-exported for the layers above
+from memory_admin.memory import rows
 
 
 class PublicIdModel(models.Model):
@@ -403,9 +404,9 @@ class AuditQuerySet(models.QuerySet["AuditEvent"]):
     def redact(self, tenant_id: int, object_ids: list[str], marker: str) -> int:
         """The one change the audit log allows: a deletion blanks the snapshots (and reasons) of the
         deleted objects. Who did what to which object, and when, stays."""
-        rows = self.filter(tenant_id=tenant_id, object_id__in=object_ids, redacted_at__isnull=True)
+        events = self.filter(tenant_id=tenant_id, object_id__in=rows.among(object_ids), redacted_at__isnull=True)
         return models.QuerySet.update(
-            rows, before={"redacted": marker}, after={"redacted": marker}, reason=marker, redacted_at=timezone.now()
+            events, before={"redacted": marker}, after={"redacted": marker}, reason=marker, redacted_at=timezone.now()
         )
 
     def delete(self) -> tuple[int, dict[str, int]]:

@@ -29,6 +29,7 @@ from functools import cache
 from typing import Any, cast
 
 from django.db import connection, models
+from django.db.models.expressions import RawSQL
 
 # --- 1. Single rows ---------------------------------------------------------------------------------
 
@@ -455,3 +456,22 @@ def insert_new(objects: Sequence[models.Model]) -> None:
         return
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
     insert_columns(model, {f.attname: [getattr(o, f.attname) for o in objects] for f in fields})
+
+
+# --- 3. Long lists of ids in a condition --------------------------------------------------------------
+
+
+def among(values: Sequence[int] | Sequence[str]) -> Any:
+    """`values` as the right side of an `__in` lookup: on PostgreSQL one array parameter
+    (`IN (SELECT unnest(%s::bigint[]))`, or `text[]` for strings), elsewhere the list itself.
+
+    A deletion's stores match a subject's 10,000 record ids or memory ids: as a list that is 10,000
+    placeholders the server parses, binds and plans anew in every statement (and psycopg adapts one by one);
+    as an array it is one value. The elements are all ints or all strings (a memory id, a public id)."""
+    if connection.vendor != "postgresql" or not values:
+        return list(values)
+    if all(type(v) is int for v in values):
+        return RawSQL("SELECT unnest(%s::bigint[])", [list(values)])
+    if all(type(v) is str for v in values):
+        return RawSQL("SELECT unnest(%s::text[])", [list(values)])
+    raise TypeError("among() takes ints only or strings only")
