@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from datetime import UTC, datetime
+from operator import attrgetter
+from typing import Any, cast
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
@@ -86,10 +87,13 @@ _SNAPSHOT_FIELDS = (
 )
 
 
+_SNAPSHOT_VALUES = attrgetter(*_SNAPSHOT_FIELDS)
+
+
 def snapshot(record: MemoryRecord) -> dict[str, Any]:
     """The record as the audit log keeps it: its fields as JSON gives them back (`DjangoJSONEncoder`: datetimes
     as ISO text)."""
-    data = {name: _as_json(getattr(record, name)) for name in _SNAPSHOT_FIELDS}
+    data = {name: _as_json(value) for name, value in zip(_SNAPSHOT_FIELDS, _SNAPSHOT_VALUES(record), strict=True)}
     # A successor may be assigned before it is saved (memory.batch inserts in bulk): its cached object names it.
     successor = (
         record.superseded_by if record.superseded_by_id or MemoryRecord.superseded_by.is_cached(record) else None
@@ -99,20 +103,89 @@ def snapshot(record: MemoryRecord) -> dict[str, Any]:
 
 
 _ENCODER = DjangoJSONEncoder()
+# The text of UTC datetimes already converted: a batch's snapshots repeat a few (its `now`, the facts' valid_from,
+# the heads' recorded_from) thousands of times. Only UTC ones (the database's and timezone.now()'s zone), so that
+# equal keys are equal wall times of one zone, hence one text; emptied when full.
+_UTC_TEXT: dict[datetime, str] = {}
+_UTC_TEXT_SIZE = 4096
+
+
+def _datetime_text(value: datetime) -> str:
+    """`DjangoJSONEncoder().default(value)`, remembered for a UTC datetime."""
+    if value.tzinfo is not UTC:
+        return cast(str, _ENCODER.default(value))
+    text = _UTC_TEXT.get(value)
+    if text is None:
+        if len(_UTC_TEXT) >= _UTC_TEXT_SIZE:
+            _UTC_TEXT.clear()
+        text = _UTC_TEXT[value] = cast(str, _ENCODER.default(value))
+    return text
 
 
 def _as_json(value: Any) -> Any:
     """`json.loads(json.dumps(value, cls=DjangoJSONEncoder))`, without the round trip for the values a record's
     fields hold most (a snapshot is made two or three times per assertion): text (a TextChoices member becomes
-    its plain str), integers, booleans, None and datetimes (the encoder's own text)."""
+    its plain str), integers, booleans, None, datetimes (the encoder's own text) and a value made of JSON's own
+    types (`_plain_copy`)."""
     kind = type(value)
-    if value is None or kind is int or kind is bool:
+    if kind is str or value is None or kind is int or kind is bool:
         return value
+    if kind is datetime:
+        return _datetime_text(value)
     if isinstance(value, str):
         return str.__str__(value)
-    if kind is datetime:
-        return _ENCODER.default(value)
+    if kind is dict or kind is list:
+        copied = _plain_copy(value, _PLAIN_DEPTH)
+        if copied is not _NOT_PLAIN:
+            return copied
     return json.loads(json.dumps(value, cls=DjangoJSONEncoder))
+
+
+# Returned by _plain_copy for a value it leaves to the JSON round trip.
+_NOT_PLAIN: Any = object()
+# How deep _plain_copy follows nested containers before it leaves the value to the round trip (which also
+# refuses a container that holds itself, as before).
+_PLAIN_DEPTH = 32
+# The scalars json.loads(json.dumps(x)) gives back equal and of the same type (exact types: a subclass of str or
+# int is written as its base type). A float keeps its value: its JSON text is its repr (NaN and infinities too).
+_PLAIN_SCALARS = frozenset({str, int, bool, float, type(None)})
+# Integers at least this large are left to the round trip: past Python's limit of digits (sys.set_int_max_str_digits)
+# json.dumps refuses them, and the copy must refuse what the round trip refuses.
+_PLAIN_INT = 10**18
+
+
+def _plain_copy(value: Any, depth: int) -> Any:
+    """A new copy of `value` if it is made only of dicts with text keys, lists and _PLAIN_SCALARS, nested at most
+    `depth` deep: what the JSON round trip would give back, built without writing and parsing the text (a record's
+    `value`, made two or three times per assertion). Anything else (a tuple, a non-text key, a datetime inside, a
+    subclass, a very large integer): `_NOT_PLAIN`."""
+    if depth == 0:
+        return _NOT_PLAIN
+    if type(value) is dict:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            copied = _plain_item(item, depth) if type(key) is str else _NOT_PLAIN
+            if copied is _NOT_PLAIN:
+                return _NOT_PLAIN
+            out[key] = copied
+        return out
+    items: list[Any] = []
+    for item in value:
+        copied = _plain_item(item, depth)
+        if copied is _NOT_PLAIN:
+            return _NOT_PLAIN
+        items.append(copied)
+    return items
+
+
+def _plain_item(item: Any, depth: int) -> Any:
+    """An element of a container `_plain_copy` copies at `depth`: copied, itself, or `_NOT_PLAIN`."""
+    kind = type(item)
+    if kind is dict or kind is list:
+        return _plain_copy(item, depth - 1)
+    if kind not in _PLAIN_SCALARS or (kind is int and not -_PLAIN_INT < item < _PLAIN_INT):
+        return _NOT_PLAIN
+    return item
 
 
 @dataclass
