@@ -25,6 +25,8 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -66,9 +68,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=1000, help="assertions per batch (default 1000, the max)")
     parser.add_argument("--singles", type=int, default=500, help="facts asserted one by one for comparison (500)")
     parser.add_argument("--broker", default="redis://127.0.0.1:6379/14", help="Celery broker for after-commit tasks")
+    parser.add_argument(
+        "--grown",
+        type=int,
+        default=0,
+        help="write into a new tenant that already holds this many records the planner's statistics have not seen "
+        "(generated after the last ANALYZE, autovacuum held off while timing): a tenant importing into a large table",
+    )
     parser.add_argument("--regenerate", action="store_true", help="drop and recreate the bench database")
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args(argv)
+    if args.grown < 0:
+        parser.error("--grown must be 0 or more")
     if min(args.batches, args.batch_size, args.singles, args.subjects) < 1 or args.batch_size > 1000:
         parser.error("--batches, --singles, --subjects must be positive and --batch-size 1..1000")
     return args
@@ -239,11 +250,7 @@ def run_benchmark(args: argparse.Namespace) -> None:
     prepare_database(args.regenerate)
     migrate()
 
-    from django.db import connection
-
     from memory_admin.accounts.services import ensure_principal
-    from memory_admin.memory.actions import assert_fact
-    from memory_admin.memory.models import MemoryRecord
 
     background = ensure_principal(BACKGROUND_TENANT, "agent", ["agent"])
     background_tenant = int(background.tenant_id or 0)
@@ -253,15 +260,47 @@ def run_benchmark(args: argparse.Namespace) -> None:
         print(f"Background: {args.background:,} records generated in {took:.1f} s")
     else:
         print(f"Background: {present:,} generated records present (--regenerate to start over)")
-    principal = ensure_principal(TENANT, AGENT, ["agent"])
+    run = f"r{int(time.time())}"  # this run's subjects: new facts every run, whatever the table holds
+    principal = ensure_principal(f"{TENANT}-grown-{run}" if args.grown else TENANT, AGENT, ["agent"])
+    if args.grown:
+        grown = Layout(args.grown, max(1, args.grown // 100))
+        took = generate(grown, int(principal.tenant_id or 0), principal.pk, args.seed, analyze=False)
+        print(f"Grown tenant {principal.tenant_id}: {args.grown:,} records generated in {took:.1f} s, not analyzed")
+    with statistics_held(args.grown > 0):
+        timed(args, principal, run)
+
+
+@contextmanager
+def statistics_held(hold: bool) -> Iterator[None]:
+    """Autovacuum held off on the records while timing (so the grown tenant stays unseen by the statistics),
+    and given back after, whatever happens."""
+    from django.db import connection
+
+    if not hold:
+        yield
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE memory_memoryrecord SET (autovacuum_enabled = false)")
+    try:
+        yield
+    finally:
+        connection.close()  # the timing may have left it in the app role, which cannot alter the table
+        with connection.cursor() as cursor:
+            cursor.execute("ALTER TABLE memory_memoryrecord RESET (autovacuum_enabled)")
+
+
+def timed(args: argparse.Namespace, principal: Any, run: str) -> None:
+    from django.db import connection
+
     from bench.rls import as_app_role
+    from memory_admin.memory.actions import assert_fact
+    from memory_admin.memory.models import MemoryRecord
 
     if as_app_role(int(principal.tenant_id or 0)):
         print(f"Connected as {os.environ['BENCH_APP_ROLE']} under row-level security")
 
     total = MemoryRecord.all_objects.count()
     print(f"PostgreSQL {server_version()}, {total:,} records in the table, load average {load()}")
-    run = f"r{int(time.time())}"  # this run's subjects: new facts every run, whatever the table holds
     n, size = args.batches * args.batch_size, args.batch_size
     figures = []
 
