@@ -443,3 +443,22 @@ def test_finding_purging_and_verifying_bind_as_many_parameters_for_a_big_subject
         return max(sizes)
 
     assert most_parameters("p-1", 1) == most_parameters("p-2", 8)
+
+
+def test_among_binds_one_array_on_postgresql_and_the_list_elsewhere_and_refuses_mixed_ids(agent):
+    from memory_admin.memory import rows
+
+    made = person(agent, "p-1", 2)
+    ids, memory_ids = [r.pk for r in made], [r.memory_id for r in made]
+    assert sorted(MemoryRecord.all_objects.filter(pk__in=rows.among(ids)).values_list("pk", flat=True)) == sorted(ids)
+    found = MemoryRecord.all_objects.filter(memory_id__in=rows.among(memory_ids)).values_list("memory_id", flat=True)
+    assert sorted(found) == sorted(memory_ids)
+    assert rows.among([]) == [] and not MemoryRecord.all_objects.filter(pk__in=rows.among([])).exists()
+    if connection.vendor == "postgresql":
+        with CaptureQueriesContext(connection) as queries:
+            list(MemoryRecord.all_objects.filter(pk__in=rows.among(ids)))
+        assert "unnest" in queries.captured_queries[0]["sql"]
+        with pytest.raises(TypeError):
+            rows.among([1, "mem-1"])  # type: ignore[arg-type]
+        with pytest.raises(TypeError):
+            rows.among([True, 2])
