@@ -407,10 +407,11 @@ def _fact_rows_sql(vendor: str) -> str:
     key = "{t}.tenant_id = %s AND {t}.project_id = %s AND {t}.subject_id = %s AND {t}.predicate = %s"
     locking = " FOR UPDATE OF r" if connection.features.has_select_for_update_of else ""
     # Revisions are unique over every row of the fact, tombstoned ones awaiting purge included. Ordered by
-    # revision, which only the fact's unique index (`record_unique_fact_revision`) gives without a sort: when the
-    # tenant's statistics lag its growth (an import into a large table), the planner estimates its rows at none
-    # and otherwise may read the fact through an index on fewer of its columns, every record of the predicate
-    # (160-890 ms per write measured at 370,000 records of the tenant, instead of well under 1 ms).
+    # revision, which the fact's unique index (`record_unique_fact_revision`) gives without a sort: when the
+    # tenant's statistics lag its growth (an import into a large table), the planner estimates its rows at none,
+    # the indexes tie, and without the order it read the fact through the predicate's index, every record of the
+    # predicate (160-890 ms per write at 370,000 records of the tenant; 0.1-0.5 ms with it). A tie-breaker, not a
+    # guarantee: migration memory/0014 keeps the statistics close to the tenants' growth.
     return (
         f"SELECT {rows.select_list(MemoryRecord, 'r')},"
         f" (SELECT MAX(v.revision) FROM {table} v WHERE {key.format(t='v')}) AS max_revision"
