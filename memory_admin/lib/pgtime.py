@@ -7,7 +7,7 @@ page of 50 rows holds some 300 timestamps, a batch's locked rows several thousan
 
 Django's sessions run with `TimeZone` set to UTC when `USE_TZ` is on (its `ensure_timezone`), and psycopg's
 loader then gives `datetime.timezone.utc`, which is exactly the timezone Django's loader puts on every value,
-so the values are the same objects' equals with the same `tzinfo`. The swap is made only in that case, and only
+so the values are equal and carry the same `tzinfo`. The swap is made only in that case, and only
 when the compiled loader is there (psycopg's binary package, as requirements.txt installs it); otherwise Django's
 loader stays. `FastTimestamptzLoader.timezone` is what Django's `create_cursor` compares with the connection's
 timezone to decide whether a cursor needs its own loader: equal, so none is registered per cursor.
