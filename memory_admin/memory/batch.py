@@ -375,6 +375,15 @@ def _read_facts(
     return {key: (locked.get(key, []), (maxima.get(key) or 0) + 1) for key in keys}
 
 
+def _key_arrays(projects: dict[str, Project], keys: list[tuple[str, str, str]]) -> list[str]:
+    """Fact keys as the three arrays `_read_facts_joined`'s `unnest` takes: project ids, subjects, predicates."""
+    return [
+        rows.array_literal([str(projects[p].pk) for p, _, _ in keys]),
+        rows.array_literal([s for _, s, _ in keys]),
+        rows.array_literal([pr for _, _, pr in keys]),
+    ]
+
+
 def _read_facts_joined(
     tenant_id: int, projects: dict[str, Project], keys: list[tuple[str, str, str]]
 ) -> dict[tuple[str, str, str], tuple[list[MemoryRecord], int]]:
@@ -392,11 +401,6 @@ def _read_facts_joined(
     locked rows' conditions are repeated outside, where `FOR UPDATE` checks them again on a row another
     transaction changed meanwhile."""
     key_of = {p.pk: k for k, p in projects.items()}
-    arrays: list[str | int] = [
-        rows.array_literal([str(projects[p].pk) for p, _, _ in keys]),
-        rows.array_literal([s for _, s, _ in keys]),
-        rows.array_literal([pr for _, _, pr in keys]),
-    ]
     table = connection.ops.quote_name(MemoryRecord._meta.db_table)
     given = "unnest(%s::bigint[], %s::text[], %s::text[]) AS k (project_id, subject_id, predicate)"
     of_key = (
@@ -409,7 +413,7 @@ def _read_facts_joined(
         cursor.execute(
             f"SELECT k.project_id, k.subject_id, k.predicate, (SELECT max(v.revision) FROM {table} v WHERE {of_key}) "
             f"FROM {given}",
-            [tenant_id, *arrays],
+            [tenant_id, *_key_arrays(projects, keys)],
         )
         for project_pk, subject_id, predicate, m in cursor.fetchall():
             if m is not None:
@@ -423,7 +427,8 @@ def _read_facts_joined(
                 f"SELECT x.id FROM {given} CROSS JOIN LATERAL (SELECT v.id FROM {table} v WHERE {of_key} "
                 f"AND {lockable.format(t='v')} ORDER BY v.revision OFFSET 0) x)) AND {lockable.format(t='r')} "
                 "ORDER BY r.id FOR UPDATE OF r",
-                [*arrays, tenant_id, accepted, accepted],
+                # Only the keys with a version: a new fact has no row to lock.
+                [*_key_arrays(projects, list(maxima)), tenant_id, accepted, accepted],
             )
             found = cursor.fetchall()
         for row in found:
