@@ -8,7 +8,8 @@ door's domain function `memory.batch.assert_facts`, for new facts and for supers
 2. new facts: `--batches` batches of `--batch-size` assertions of facts that do not exist yet;
 3. supersessions: the same facts again, each with a newer value and `expected_revision` (every item supersedes
    a current fact: compare-and-swap, a cut, audit, propagation);
-4. the API once: one batch of new facts through `POST /api/v1/records/batch/` in process (parsing, rendering);
+4. the API once: one batch of new facts through `POST /api/v1/records/batch/` in process (parsing, rendering),
+   after an untimed request of one item (the first request imports the URLconf and the views);
    and `manage.py import` of a JSONL file of as many new facts as step 2 (reading, parsing, batches);
 5. one `assert_fact` per fact for the same kind of rows (what the batch saves);
 6. COPY: the rows step 2 wrote, copied back in as text, timed per batch into a scratch table.
@@ -76,6 +77,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(generated after the last ANALYZE, autovacuum held off while timing): a tenant importing into a large table",
     )
     parser.add_argument("--regenerate", action="store_true", help="drop and recreate the bench database")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="print a cProfile of the supersession batches and of the API batch (slower while profiled)",
+    )
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args(argv)
     if args.grown < 0:
@@ -107,6 +113,30 @@ def assertions(run: str, first: int, n: int, *, value: str, revision: str, expec
 
 
 CPU_MS: dict[str, float] = {}  # this process's CPU time per figure (on a shared machine, wall time waits too)
+
+
+@contextmanager
+def profiled(enabled: bool, title: str) -> Iterator[None]:
+    """With --profile: a cProfile of the block, printed by cumulative and by own time (top 30 each)."""
+    if not enabled:
+        yield
+        return
+    import cProfile
+    import io
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        yield
+    finally:
+        profiler.disable()
+        out = io.StringIO()
+        stats = pstats.Stats(profiler, stream=out)
+        stats.sort_stats("cumulative").print_stats(30)
+        stats.sort_stats("tottime").print_stats(30)
+        print(f"--- cProfile of {title} (--profile; timings of this figure include the profiler) ---")
+        print(out.getvalue())
 
 
 def through_batches(principal: Any, batches: list[list[Any]], expect: str) -> tuple[list[float], list[int]]:
@@ -190,6 +220,12 @@ def api_once(principal: Any, run: str, first: int, n: int) -> tuple[float, int]:
         }
         for a in assertions(run, first, n, value="api", revision="r1", expected=None)
     ]
+    # Warm-up, untimed: a web worker's first request imports the URLconf and every view module (over a second
+    # here); a batch of one other fact pays that, so the figure is the batch's own cost.
+    warm = {**items[0], "subject_id": f"{run}-warm-up"}
+    warmed = client.post("/api/v1/records/batch/", {"items": [warm]}, format="json", secure=True)
+    if warmed.status_code != 200:
+        sys.exit(f"bench: the API warm-up answered {warmed.status_code}: {str(warmed.content)[:300]}")
     t0, cpu = time.perf_counter(), time.process_time()
     # secure: with DEBUG off (production settings) plain http is redirected to https.
     response = client.post("/api/v1/records/batch/", {"items": items}, format="json", secure=True)
@@ -320,13 +356,15 @@ def timed(args: argparse.Namespace, principal: Any, run: str) -> None:
     sup_batches = [
         assertions(run, k * size, size, value="second", revision="r2", expected=1) for k in range(args.batches)
     ]
-    samples, _ = through_batches(principal, sup_batches, "created")
+    with profiled(args.profile, "the supersession batches"):
+        samples, _ = through_batches(principal, sup_batches, "created")
     sup_figure = figure(f"batch: supersessions ({size}/batch)", samples, n, TARGET_SUPERSEDE_PER_S, before)
     sup_figure.note += f"; app CPU {CPU_MS['per_1000']:.0f} ms per 1,000 facts"
     figures.append(sup_figure)
 
     before = load()
-    elapsed, count = api_once(principal, run + "a", 0, size)
+    with profiled(args.profile, "the API batch"):
+        elapsed, count = api_once(principal, run + "a", 0, size)
     api_figure = figure(f"API POST /records/batch/ once ({size})", [elapsed], count, None, before)
     api_figure.note += f"; app CPU {CPU_MS['per_1000']:.0f} ms per 1,000 facts (parse, apply, render)"
     figures.append(api_figure)

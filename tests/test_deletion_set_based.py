@@ -151,7 +151,9 @@ def test_propagate_set_runs_as_many_statements_for_many_records_as_for_one(agent
 # --- acceptance ------------------------------------------------------------------------------------
 
 
-def test_acceptance_hides_by_the_scope_and_leaves_the_finds_to_the_purge(agent, other_agent, compliance):
+def test_acceptance_hides_by_the_scope_and_leaves_the_finds_to_the_purge(
+    agent, other_agent, compliance, django_capture_on_commit_callbacks
+):
     records = person(agent, "p-1", 3)
     kept = person(agent, "p-2", 1)
     made = with_dependants(agent, other_agent, records + kept)
@@ -164,8 +166,14 @@ def test_acceptance_hides_by_the_scope_and_leaves_the_finds_to_the_purge(agent, 
         occurred_at=at(10, 20),
         subject_ids=[],
     )
-    request = request_deletion(compliance, project_id=PROJECT, scope={"subject_id": "p-1"}, reason="Erasure")
+    with django_capture_on_commit_callbacks(execute=False) as on_commit:
+        request = request_deletion(compliance, project_id=PROJECT, scope={"subject_id": "p-1"}, reason="Erasure")
     assert isinstance(request, DeletionRequest) and request.removed_from_reads_at is not None
+    # The cache keys are evicted once the acceptance commits: before, readers still see the records as they
+    # were and could refill a key, so an eviction there would hide nothing.
+    assert cache.get_many(made["keys"][:3]) != {}
+    for callback in on_commit:
+        callback()
     # Hidden at once, every revision, and nothing of the other subject.
     assert not MemoryRecord.objects.filter(subject_id="p-1").exists()
     assert set(records_of("p-1").values_list("status", "is_head").distinct()) == {("deleted", False)}

@@ -34,9 +34,11 @@ class CachesStore(Store):
         return Found(len(keys), {"keys": sorted(keys)}, sorted(keys)[:5])
 
     def hide_scope(self, scope: Scope, now: datetime) -> int:
-        """The keys `find` will target, evicted from the cache now and again after commit (a reader may refill
-        one from the old committed value in between). The manifests stay for the purge, which deletes them;
-        a read never trusts a key anyway (`caches.cached_answer` checks the tombstones)."""
+        """The keys `find` will target, evicted once the acceptance commits. Not before: until the commit every
+        reader still sees the records as they were and may refill a key from them, so an earlier eviction
+        would hide nothing. After it, a read never trusts a key anyway (`caches.cached_answer` checks the
+        tombstones, which commit with this transaction). The manifests stay for the purge, which deletes the
+        keys again and confirms them absent."""
         manifests = CacheEntry.objects.filter(
             tenant_id=scope.tenant_id,
             id__in=CacheEntry.records.through.objects.filter(memoryrecord__in=scope.records_query()).values(
@@ -45,7 +47,6 @@ class CachesStore(Store):
         )
         keys = set(manifests.values_list("key", flat=True)) | _fact_keys(scope)
         evicted = sorted(keys)
-        cache.delete_many(evicted)
         transaction.on_commit(lambda: cache.delete_many(evicted))
         return len(evicted)
 

@@ -20,6 +20,7 @@ the ORM's per-call cost".
 
 from __future__ import annotations
 
+import inspect
 import json
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -29,7 +30,11 @@ from functools import cache
 from typing import Any, cast
 
 from django.db import connection, models
+from django.db.models.base import ModelState
 from django.db.models.expressions import RawSQL
+from django.db.models.fields.related_descriptors import ForeignKeyDeferredAttribute
+from django.db.models.query_utils import DeferredAttribute
+from django.db.models.signals import post_init, pre_init
 
 # --- 1. Single rows ---------------------------------------------------------------------------------
 
@@ -182,9 +187,45 @@ def build[M: models.Model](model: type[M], values: Mapping[str, Any]) -> M:
             related.append((f, obj))
         else:
             args.append(f.get_default())
-    instance = model(*args)
+    instance = _instance(model, args)
     for f, obj in related:
         f.set_cached_value(instance, obj)  # type: ignore[attr-defined]
+    return instance
+
+
+@cache
+def _plain_attnames(model: type[models.Model]) -> tuple[str, ...] | None:
+    """The attnames `model(*values)` would set, when that is all it does: the model keeps Django's `__init__`
+    and `from_db`, and every field's attribute is a plain deferred attribute (a foreign key's only clears a
+    cached object, which a new instance has not). None when the model does anything more."""
+    if model._meta.abstract or model.__init__ is not models.Model.__init__:
+        return None
+    if model.from_db.__func__ is not models.Model.from_db.__func__:  # type: ignore[attr-defined]
+        return None
+    attnames = []
+    for field in model._meta.concrete_fields:
+        if type(inspect.getattr_static(model, field.attname, None)) not in _PLAIN_ATTRIBUTES:
+            return None
+        attnames.append(field.attname)
+    return tuple(attnames)
+
+
+_PLAIN_ATTRIBUTES = (DeferredAttribute, ForeignKeyDeferredAttribute)
+
+
+def _instance[M: models.Model](model: type[M], values: Sequence[Any]) -> M:
+    """`model(*values)`, `values` one per concrete field in order (none DEFERRED): what Django's `__init__` does
+    for them (a fresh ModelState, each value set by attname) without its per-field calls, which were a fifth of a
+    batch's Python time. Django's own constructor whenever anything listens to the model's init signals or the
+    model is not plain (`_plain_attnames`); tests/test_rows_instances.py compares the two."""
+    attnames = _plain_attnames(model)
+    if attnames is None or pre_init.has_listeners(model) or post_init.has_listeners(model):
+        return model(*values)
+    if len(values) != len(attnames):
+        raise TypeError(f"{model.__name__} takes {len(attnames)} values, got {len(values)}.")
+    instance = model.__new__(model)
+    instance._state = ModelState()
+    instance.__dict__.update(zip(attnames, values, strict=True))
     return instance
 
 
@@ -277,7 +318,10 @@ def load[M: models.Model](model: type[M], row: Sequence[Any]) -> M:
         for convert in functions:
             value = convert(value, column, connection)
         values[n] = value
-    return model.from_db(connection.alias, attnames, values)
+    instance = _instance(model, values)
+    instance._state.adding = False
+    instance._state.db = connection.alias
+    return instance
 
 
 # --- 2. Sets of rows (PostgreSQL) -------------------------------------------------------------------
@@ -365,32 +409,65 @@ def _encoded(encode: Callable[[Any], str | None], values: Sequence[Any]) -> list
     return [encode(v) for v in values]
 
 
-def _column(model: type[models.Model], attname: str) -> tuple[str, str, Callable[[Any], str | None]]:
-    """The quoted column, its array type and its encoder, for the field whose attname is `attname`."""
+@dataclass(frozen=True)
+class _Column:
+    """How one column of a set of rows is sent: `source` is the set-returning call that yields its values in
+    order (its one parameter is `param`), `select` the value inserted or assigned from the row alias `r`."""
+
+    name: str
+    source: str
+    select: str
+    param: str
+
+
+def _sent_column(model: type[models.Model], attname: str, values: Sequence[Any], n: int) -> _Column:
+    """Column `attname` of `model` with `values`, as the `n`th item of a `ROWS FROM (...) AS r (c0, ...)`.
+
+    A JSON column is one JSON array dumped in one call (the field's encoder per element, as the ORM would),
+    expanded by `jsonb_array_elements`: a `json.dumps` per value, then escaping the dumps into an array literal,
+    cost more than the rest of the row (audit snapshots are objects of a dozen keys). None becomes SQL NULL as
+    before (the JSON null an element dumps to is turned back); JSON null itself is never stored by these writers.
+    Every other column is one array literal (`array_literal`) given to `unnest`."""
     field = next(f for f in model._meta.concrete_fields if f.attname == attname)
+    column = connection.ops.quote_name(cast(str, field.column))
+    alias = f"r.c{n}"
+    if field.get_internal_type() == "JSONField":
+        encoder = cast("models.JSONField[Any]", field).encoder
+        return _Column(
+            column,
+            "jsonb_array_elements(%s::jsonb)",
+            f"NULLIF({alias}, 'null'::jsonb)",
+            json.dumps(list(values), cls=encoder),
+        )
     db_type = cast(str, field.db_type(connection))
-    return connection.ops.quote_name(cast(str, field.column)), f"{db_type}[]", _encoder(field)
+    return _Column(column, f"unnest(%s::{db_type}[])", alias, array_literal(_encoded(_encoder(field), values)))
+
+
+def _rows_from(columns: Sequence[_Column]) -> str:
+    """The FROM item that zips `columns`' values row by row, aliased `r` (c0, c1, ...)."""
+    names = ", ".join(f"c{n}" for n in range(len(columns)))
+    return f"ROWS FROM ({', '.join(c.source for c in columns)}) AS r ({names})"
 
 
 def insert_columns(model: type[models.Model], columns: Mapping[str, Sequence[Any]]) -> int:
     """Insert one row per position of `columns` (attname → values, all of one length) in one statement.
     Columns left out take their database default (or NULL). Returns the number of rows."""
-    names, arrays, params = [], [], []
+    sent: list[_Column] = []
     count = None
     for attname, values in columns.items():
-        column, array_type, encode = _column(model, attname)
         count = len(values) if count is None else count
         if len(values) != count:
             raise ValueError(f"Column {attname} has {len(values)} values, expected {count}.")
-        names.append(column)
-        arrays.append(f"%s::{array_type}")
-        params.append(array_literal(_encoded(encode, values)))
+        sent.append(_sent_column(model, attname, values, len(sent)))
     if not count:
         return 0
     table = connection.ops.quote_name(model._meta.db_table)
-    sql = f"INSERT INTO {table} ({', '.join(names)}) SELECT * FROM unnest({', '.join(arrays)})"
+    sql = (
+        f"INSERT INTO {table} ({', '.join(c.name for c in sent)}) "
+        f"SELECT {', '.join(c.select for c in sent)} FROM {_rows_from(sent)}"
+    )
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(sql, [c.param for c in sent])
     return count
 
 
@@ -420,17 +497,15 @@ def unnested(objects: Sequence[models.Model], attnames: Sequence[str]) -> Unnest
     """The FROM item and SET list that write the fields `attnames` of `objects` (each its own values)."""
     model = type(objects[0])
     pk_name = cast("models.Field[Any, Any]", model._meta.pk).attname
-    pk_column, pk_type, pk_encode = _column(model, pk_name)
-    sets, arrays, aliases = [], [f"%s::{pk_type}"], ["pk"]
-    params = [array_literal(_encoded(pk_encode, [o.pk for o in objects]))]
-    for n, attname in enumerate(attnames):
-        column, array_type, encode = _column(model, attname)
-        sets.append(f"{column} = v.c{n}")
-        arrays.append(f"%s::{array_type}")
-        aliases.append(f"c{n}")
-        params.append(array_literal(_encoded(encode, [getattr(o, attname) for o in objects])))
-    source = f"unnest({', '.join(arrays)}) AS v ({', '.join(aliases)})"
-    return Unnested(source, ", ".join(sets), params, pk_column)
+    pk = _sent_column(model, pk_name, [o.pk for o in objects], 0)
+    sent = [pk] + [
+        _sent_column(model, attname, [getattr(o, attname) for o in objects], n)
+        for n, attname in enumerate(attnames, start=1)
+    ]
+    selects = ", ".join(f"{c.select} AS {f'c{n}' if n else 'pk'}" for n, c in enumerate(sent))
+    source = f"(SELECT {selects} FROM {_rows_from(sent)}) AS v"
+    assignments = ", ".join(f"{c.name} = v.c{n}" for n, c in enumerate(sent) if n)
+    return Unnested(source, assignments, [c.param for c in sent], pk.name)
 
 
 def update_objects(objects: Sequence[models.Model], attnames: Sequence[str]) -> int:
