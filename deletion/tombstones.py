@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Q
 
 from deletion import ledger
 from deletion.models import DeletionRequest, RefusedWrite, Tombstone
@@ -212,9 +211,7 @@ def _refusals_of_tenant(tenant_id: int, writes: list[tuple[int, FactWrite]], ref
     removed_events: set[str] = set()
     if cited:
         removed_events = set(
-            Event.objects.filter(tenant_id=tenant_id, public_id__in=cited)
-            .filter(Q(hidden_at__isnull=False) | Q(redacted_at__isnull=False))
-            .values_list("public_id", flat=True)
+            Event.objects.filter(tenant_id=tenant_id, public_id__in=cited).removed().values_list("public_id", flat=True)
         )
     latest = live().filter(tenant_id=tenant_id).order_by("-id").first() if removed_events else None
     for i, w in writes:

@@ -20,9 +20,10 @@ from deletion.tasks import purge_store
 from memory_admin.accounts.services import ensure_principal
 from memory_admin.derived import caches, lineage
 from memory_admin.derived.lineage import BaseRef
-from memory_admin.derived.models import CacheEntry, Event, Invalidation, ScheduledAction, Summary
+from memory_admin.derived.models import CacheEntry, Event, EventHide, Invalidation, ScheduledAction, Summary
 from memory_admin.derived.propagation import SET_KINDS, propagate_set
 from memory_admin.memory.actions import Assertion, assert_fact
+from memory_admin.memory.errors import Tombstoned
 from memory_admin.memory.models import MemoryRecord, Project
 from tests.conftest import at
 
@@ -178,7 +179,9 @@ def test_acceptance_hides_by_the_scope_and_leaves_the_finds_to_the_purge(
     assert not MemoryRecord.objects.filter(subject_id="p-1").exists()
     assert set(records_of("p-1").values_list("status", "is_head").distinct()) == {("deleted", False)}
     assert MemoryRecord.objects.filter(subject_id="p-2").count() == 2
-    assert Event.objects.get(pk=line.pk).hidden_at is not None
+    # The subject's lines are hidden by one rule, not row by row; every read of events goes through it.
+    assert not Event.objects.visible().filter(pk=line.pk).exists() and Event.objects.removed().filter(pk=line.pk)
+    assert list(EventHide.objects.values_list("subject_id", "hidden_by")) == [("p-1", request.public_id)]
     assert Summary.objects.filter(hidden_at__isnull=False, status="withdrawn").count() == 3
     assert ScheduledAction.objects.filter(status="cancelled").count() == 3
     assert Invalidation.objects.filter(agent=other_agent, reason__contains=request.public_id).count() == 3
@@ -192,6 +195,64 @@ def test_acceptance_hides_by_the_scope_and_leaves_the_finds_to_the_purge(
     assert {"records", "logs", "embeddings", "summaries", "caches", "contexts"} <= waiting
     assert "exports" not in waiting  # files: found and withheld at acceptance
     assert all(rows[name].found == 0 for name in waiting)
+
+
+def _line(agent, text: str, subjects: list[str], project: str = PROJECT) -> Event:
+    return lineage.log_event(
+        agent,
+        project_id=project,
+        session_id="s-9",
+        actor="user",
+        text=text,
+        occurred_at=at(10, 20),
+        subject_ids=subjects,
+    )
+
+
+def test_a_subjects_lines_are_hidden_by_one_rule_until_the_purge_redacts_them(agent, compliance, api):
+    """The lines tagged with the subject or naming it are hidden by one EventHide row at acceptance: every read of
+    events (the API, the refusal of facts citing them) sees them gone; other subjects', other projects' and later
+    lines stay. The purge redacts them, marks them hidden row by row and deletes the rule with the subject id."""
+    person(agent, "p_1", 1)
+    tagged = _line(agent, "an untitled remark", ["p_1"])
+    named = _line(agent, "p_1 said hi", [])
+    lookalike = _line(agent, "px1 said hi", [])  # `_` is a character here, not LIKE's wildcard
+    other = _line(agent, "p-2 said hi", ["p-2"])
+    Project.objects.get_or_create(tenant_id=agent.tenant_id, key="project-b")
+    elsewhere = _line(agent, "p_1 in another project", ["p_1"], project="project-b")
+    request = request_deletion(compliance, project_id=PROJECT, scope={"subject_id": "p_1"}, reason="Erasure")
+    assert isinstance(request, DeletionRequest)
+    later = _line(agent, "p_1 again, after the deletion", [])
+    hidden = {tagged.pk, named.pk}
+    events = Event.objects.filter(tenant_id=agent.tenant_id)
+    assert set(events.removed().values_list("pk", flat=True)) == hidden
+    assert hidden.isdisjoint(events.visible().values_list("pk", flat=True))
+    assert {lookalike.pk, other.pk, elsewhere.pk, later.pk} <= set(events.visible().values_list("pk", flat=True))
+    assert events.filter(pk__in=hidden, hidden_at__isnull=False).count() == 0  # no row written
+    assert request.stores.get(store="logs").hidden == 2
+    listed = api(agent).get("/api/v1/events/", {"session_id": "s-9"}).json()["results"]
+    assert {e["id"] for e in listed} == {lookalike.public_id, other.public_id, elsewhere.public_id, later.public_id}
+    # A fact extracted from a line the rule hides is refused, as from a line hidden row by row.
+    cited = Assertion(
+        project_id=PROJECT,
+        subject_id="p-3",
+        predicate="said",
+        value="hi",
+        valid_from=at(10, 21),
+        source_canonical_ref="chat:s-9",
+        source_revision="1",
+        event_ids=[named.public_id],
+    )
+    with pytest.raises(Tombstoned, match="log lines a deletion removed"):
+        assert_fact(agent, cited)
+    for progress in request.stores.all():
+        purge_store.apply(args=[progress.pk])
+    logs = request.stores.get(store="logs")
+    assert logs.state == "verified" and logs.evidence["hiding_rules_left"] == 0
+    assert not EventHide.objects.exists()
+    for line in Event.objects.filter(pk__in=hidden):
+        assert line.redacted_at is not None and line.hidden_at is not None and "p_1" not in line.text
+    assert hidden.isdisjoint(events.visible().values_list("pk", flat=True))
 
 
 def test_the_first_purge_task_finds_every_waiting_store_before_any_purges(agent, other_agent, compliance):

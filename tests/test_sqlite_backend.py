@@ -20,7 +20,7 @@ from deletion.tasks import purge_store
 from memory_admin.accounts.services import ensure_principal
 from memory_admin.accounts.tenancy import tenant_context
 from memory_admin.derived import lineage
-from memory_admin.derived.models import Event, EventSubject
+from memory_admin.derived.models import Event, EventHide, EventSubject
 from memory_admin.memory.actions import assert_fact, project_for
 from tests.conftest import DEADLINE, at, deadline
 
@@ -70,13 +70,17 @@ def test_a_subject_deletion_through_the_api_redacts_its_lines_and_their_subject_
     assert response.status_code == 202, response.content
     request_id = response.json()["id"]
     subject_ids = {e.pk for e in subject_logs["subject"]}
-    assert set(Event.objects.filter(hidden_at__isnull=False).values_list("pk", flat=True)) == subject_ids
+    # Hidden from reads at acceptance (the subject's lines by one rule, the source line row by row too).
+    assert set(Event.objects.removed().values_list("pk", flat=True)) == subject_ids
+    assert not Event.objects.visible().filter(pk__in=subject_ids).exists()
     for progress in StoreProgress.objects.filter(request__public_id=request_id):
         purge_store.apply(args=[progress.pk])
     logs = StoreProgress.objects.get(request__public_id=request_id, store="logs")
     assert logs.state == "verified" and logs.evidence["target_subject_tags"] == 0
     for event in Event.objects.filter(pk__in=subject_ids):
         assert event.redacted_at is not None and SUBJECT not in event.text and event.subject_ids == []
+        assert event.hidden_at is not None  # row by row now: the rule went with the subject id
+    assert not EventHide.objects.exists() and logs.evidence["hiding_rules_left"] == 0
     # The tags went with the text (the other subject's tag on the tagged line too: the whole line is redacted).
     assert not EventSubject.objects.filter(event_id__in=subject_ids).exists()
     assert not EventSubject.objects.filter(subject_id=SUBJECT).exists()

@@ -90,9 +90,7 @@ class EventViewSet(viewsets.GenericViewSet):
     serializer_class = EventSerializer
 
     def get_queryset(self) -> QuerySet[Event]:
-        return Event.objects.filter(
-            tenant_id=principal_of(self.request).tenant_id, hidden_at__isnull=True
-        ).select_related("project")
+        return Event.objects.filter(tenant_id=principal_of(self.request).tenant_id).visible().select_related("project")
 
     @extend_schema(request=EventSerializer, responses={201: EventOutSerializer})
     def create(self, request: Request) -> Response:

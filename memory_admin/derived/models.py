@@ -9,7 +9,7 @@ from typing import Any, cast
 
 from django.conf import settings
 from django.db import models, transaction
-from django.db.models import Q
+from django.db.models import Exists, ExpressionWrapper, F, OuterRef, Q
 from django.utils import timezone
 
 from memory_admin.accounts.models import Tenant
@@ -28,6 +28,15 @@ def subject_tags(subject_ids: Any) -> list[str]:
 
 
 class EventQuerySet(models.QuerySet["Event"]):
+    def visible(self) -> EventQuerySet:
+        """The lines every read may return: not hidden row by row (`hidden_at`), and not hidden by a rule
+        (`EventHide`). The one place the events' hiding rule is read; `removed` is its complement."""
+        return self.filter(hidden_at__isnull=True).exclude(_hidden_by_rule())
+
+    def removed(self) -> EventQuerySet:
+        """The lines a deletion took from reads: hidden row by row or by a rule, or already redacted."""
+        return self.filter(Q(hidden_at__isnull=False) | Q(redacted_at__isnull=False) | Q(_hidden_by_rule()))
+
     # (ignore: django-stubs leaves the parent's model type unbound in a QuerySet subclass)
     def bulk_create(  # type: ignore[override]
         self,
@@ -134,6 +143,65 @@ class EventSubject(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event_id} ∋ {self.subject_id}"
+
+
+class EventHide(models.Model):
+    """A rule that hides a project's lines about one subject, instead of an UPDATE of each: the lines tagged
+    with `subject_id` or whose text contains it (the `contains` lookup, as the deletion's own search for
+    them), up to `through_event_id`, the project's newest line when the rule was set.
+
+    A deletion sets one when it accepts a subject's erasure, in the acceptance transaction: one row, where
+    hiding a subject's 100,000 lines one by one took most of that transaction. Its purge then redacts those
+    lines, marks them hidden row by row and deletes the rule in one transaction, so the subject id is kept
+    here no longer than the lines themselves hold it. `hidden_by` names who set it (a deletion's public id).
+    Read by `EventQuerySet.visible` and `removed` only."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+", db_index=False)
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="+", db_index=False)
+    subject_id = models.CharField(max_length=SUBJECT_ID_MAX_LENGTH)
+    through_event_id = models.BigIntegerField()
+    hidden_by = models.CharField(max_length=64)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [
+            # The rules of a line's project (every events read), and a deletion's own (its purge).
+            models.Index(fields=["tenant", "project"], name="event_hide_project"),
+            models.Index(fields=["hidden_by"], name="event_hide_by"),
+        ]
+
+    def __str__(self) -> str:
+        return f"lines of project {self.project_id} through {self.through_event_id} ({self.hidden_by})"
+
+
+def naming(tenant_id: int, project_id: int, subjects: Collection[str]) -> Q:
+    """The lines of a project that name one of `subjects`: tagged with it (the EventSubject index, hashed once),
+    or containing it in their text (LIKE '%…%': case-sensitive on PostgreSQL; SQLite's LIKE ignores ASCII
+    case, so there it takes a few more lines, never fewer). The set form of the condition an `EventHide`
+    applies to each line (`_hidden_by_rule`): a deletion finds, counts and redacts the lines with this one.
+    One condition per subject, never one per record. No subject: no line."""
+    if not subjects:
+        return Q(pk__in=[])
+    tagged = EventSubject.objects.filter(tenant_id=tenant_id, subject_id__in=subjects, project_id=project_id)
+    q = Q(pk__in=tagged.values("event_id"))
+    for subject in subjects:
+        q |= Q(text__contains=subject)
+    return q
+
+
+def _hidden_by_rule() -> Exists:
+    """Whether an `EventHide` of the line's tenant and project covers the line (for a queryset of events): the
+    per-line form of `naming`, bounded by the rule's `through_event_id`."""
+    tagged = EventSubject.objects.filter(event_id=OuterRef(OuterRef("pk")), subject_id=OuterRef("subject_id"))
+    line = ExpressionWrapper(OuterRef("text"), output_field=models.TextField())
+    rules = (
+        EventHide.objects.filter(
+            tenant_id=OuterRef("tenant_id"), project_id=OuterRef("project_id"), through_event_id__gte=OuterRef("pk")
+        )
+        .annotate(line=line)
+        .filter(Q(Exists(tagged)) | Q(line__contains=F("subject_id")))
+    )
+    return Exists(rules)
 
 
 class Lineage(models.TextChoices):
