@@ -8,8 +8,9 @@ the ORM's per-call cost".
    (`get_db_prep_save`) — with the SQL text built once per model. No model signal is sent: none is connected to
    these models (tests/test_cas_write_path.py checks it). `build` makes an unsaved instance by position and `load`
    one from a row of a statement that began with `select_list`, each worked out once per model.
-2. Sets of rows on PostgreSQL (memory.batch): one `INSERT ... SELECT FROM unnest(...)` or one
-   `UPDATE ... FROM unnest(...)` per statement, each column sent as one parameter in PostgreSQL's array syntax.
+2. Sets of rows on PostgreSQL (memory.batch): one `INSERT ... SELECT` or one `UPDATE ... FROM` per statement over
+   `ROWS FROM (unnest(...), ...)`, each column sent as one parameter: in PostgreSQL's array syntax, or for a JSON
+   column one JSON array (`jsonb_array_elements`).
    Why not `bulk_create` / `bulk_update`: for a thousand rows Django prepares every value of every field
    (`get_db_prep_save`) and psycopg adapts some 30,000 parameters, or dumps each list element by element;
    measured (bench/onboarding.py), that cost several times what the database spends on the rows. Here a column is
@@ -366,19 +367,9 @@ def _quoted(value: str) -> str:
 
 
 def _encoder(field: models.Field[Any, Any]) -> Callable[[Any], str | None]:
-    """How a Python value of `field` is written as an array element (the text PostgreSQL parses)."""
+    """How a Python value of `field` is written as an array element (the text PostgreSQL parses). JSON columns
+    are not sent as arrays (`_sent_column`)."""
     kind = field.get_internal_type()
-    if kind == "JSONField":
-        encoder = cast("models.JSONField[Any]", field).encoder
-
-        def as_json(v: Any) -> str | None:
-            if v is None:
-                return None
-            if type(v) is list and not v:
-                return "[]"  # json.dumps([]): most rows' derived_from and source_event_ids
-            return json.dumps(v, cls=encoder)
-
-        return as_json
     if kind == "DateTimeField":
         return _datetime_text
     if kind == "BooleanField":
