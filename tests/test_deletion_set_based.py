@@ -30,20 +30,29 @@ from tests.conftest import at
 PROJECT = "project-a"
 
 
+def assertion(
+    subject: str,
+    predicate: str,
+    value: str,
+    revision: str = "1",
+    expected: int | None = None,
+    event_ids: list[str] | None = None,
+) -> Assertion:
+    return Assertion(
+        project_id=PROJECT,
+        subject_id=subject,
+        predicate=predicate,
+        value=value,
+        valid_from=at(10, 20 + int(revision)),
+        source_canonical_ref=f"crm:{subject}",
+        source_revision=revision,
+        expected_revision=expected,
+        event_ids=event_ids,
+    )
+
+
 def fact(agent, subject: str, predicate: str, value: str, revision: str = "1", expected: int | None = None):
-    return assert_fact(
-        agent,
-        Assertion(
-            project_id=PROJECT,
-            subject_id=subject,
-            predicate=predicate,
-            value=value,
-            valid_from=at(10, 20 + int(revision)),
-            source_canonical_ref=f"crm:{subject}",
-            source_revision=revision,
-            expected_revision=expected,
-        ),
-    ).record
+    return assert_fact(agent, assertion(subject, predicate, value, revision, expected)).record
 
 
 def person(agent, subject: str, facts: int) -> list[MemoryRecord]:
@@ -233,16 +242,7 @@ def test_a_subjects_lines_are_hidden_by_one_rule_until_the_purge_redacts_them(ag
     listed = api(agent).get("/api/v1/events/", {"session_id": "s-9"}).json()["results"]
     assert {e["id"] for e in listed} == {lookalike.public_id, other.public_id, elsewhere.public_id, later.public_id}
     # A fact extracted from a line the rule hides is refused, as from a line hidden row by row.
-    cited = Assertion(
-        project_id=PROJECT,
-        subject_id="p-3",
-        predicate="said",
-        value="hi",
-        valid_from=at(10, 21),
-        source_canonical_ref="chat:s-9",
-        source_revision="1",
-        event_ids=[named.public_id],
-    )
+    cited = assertion("p-3", "said", "hi", event_ids=[named.public_id])
     with pytest.raises(Tombstoned, match="log lines a deletion removed"):
         assert_fact(agent, cited)
     for progress in request.stores.all():
@@ -391,32 +391,9 @@ def test_acceptance_runs_as_many_statements_for_a_big_subject_as_for_a_small_one
 
 
 def test_acceptance_hides_the_lines_the_records_were_extracted_from(agent, compliance):
-    def line(text: str, subjects: list[str]) -> Event:
-        return lineage.log_event(
-            agent,
-            project_id=PROJECT,
-            session_id="s-1",
-            actor="user",
-            text=text,
-            occurred_at=at(10, 20),
-            subject_ids=subjects,
-        )
-
-    source = line("my number changed", ["someone-else"])  # names neither the subject nor its values
-    other = line("unrelated", ["someone-else"])
-    assert_fact(
-        agent,
-        Assertion(
-            project_id=PROJECT,
-            subject_id="p-1",
-            predicate="phone",
-            value="+41 00 000 00 00",
-            valid_from=at(10, 21),
-            source_canonical_ref="chat",
-            source_revision="1",
-            event_ids=[source.public_id],
-        ),
-    )
+    source = _line(agent, "my number changed", ["someone-else"])  # names neither the subject nor its values
+    other = _line(agent, "unrelated", ["someone-else"])
+    assert_fact(agent, assertion("p-1", "phone", "+41 00 000 00 00", event_ids=[source.public_id]))
     request_deletion(compliance, project_id=PROJECT, scope={"subject_id": "p-1"}, reason="Erasure")
     assert Event.objects.get(pk=source.pk).hidden_at is not None
     assert Event.objects.get(pk=other.pk).hidden_at is None

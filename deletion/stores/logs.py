@@ -126,9 +126,9 @@ class LogsStore(Store):
     def hide_scope(self, scope: Scope, now: datetime) -> int:
         """The lines `find` will target, hidden by the same conditions, so no list of the subject's line ids is
         built at acceptance:
-        - the lines naming the subject (tagged, or in the text): by one `EventHide` rule per subject when the
-          scope is a request's (`request_public_id`), up to the project's newest line, instead of an UPDATE
-          of each line (most of the acceptance's time for a subject with 100,000 lines); without one, an UPDATE;
+        - the lines naming the subject (tagged, or in the text): by one `EventHide` rule per subject, named by
+          the request (`request_public_id`, which acceptance sets), up to the project's newest line, instead of
+          an UPDATE of each line (most of the acceptance's time for a subject with 100,000 lines);
         - the lines the records were extracted from: one UPDATE joined to the records' `source_event_ids` (on
           PostgreSQL; SQLite takes their list);
         - the few untagged lines quoting a value: an UPDATE by their ids.
@@ -136,7 +136,7 @@ class LogsStore(Store):
         events = Event.objects.filter(tenant_id=scope.tenant_id, project_id=scope.project_id)
         by_rule = Q(pk__in=[])  # the lines the rules below hide, in the set form
         hidden = 0
-        if scope.subjects and scope.request_public_id:
+        if scope.subjects:
             through = events.order_by("-pk").values_list("pk", flat=True).first()
             if through is not None:
                 EventHide.objects.bulk_create(
@@ -152,9 +152,6 @@ class LogsStore(Store):
                 )
                 by_rule = Q(pk__lte=through) & naming(scope.tenant_id, scope.project_id, scope.subjects)
                 hidden = events.filter(by_rule, hidden_at__isnull=True, redacted_at__isnull=True).count()
-        elif scope.subjects:
-            lines = self._matching(scope.tenant_id, scope.project_id, scope.subjects, [])
-            hidden = lines.filter(hidden_at__isnull=True).update(hidden_at=now)
         sources = events.filter(public_id__in=_source_event_ids(scope), hidden_at__isnull=True).exclude(by_rule)
         hidden += sources.update(hidden_at=now)
         quoting, _ = lines_quoting_values(scope)
