@@ -25,7 +25,7 @@ from memory_admin.derived.propagation import SET_KINDS, propagate_set
 from memory_admin.memory.actions import Assertion, assert_fact
 from memory_admin.memory.errors import Tombstoned
 from memory_admin.memory.models import MemoryRecord, Project
-from tests.conftest import at
+from tests.conftest import at, body
 
 PROJECT = "project-a"
 
@@ -245,6 +245,10 @@ def test_a_subjects_lines_are_hidden_by_one_rule_until_the_purge_redacts_them(ag
     cited = assertion("p-3", "said", "hi", event_ids=[named.public_id])
     with pytest.raises(Tombstoned, match="log lines a deletion removed"):
         assert_fact(agent, cited)
+    through_api = body(cited)
+    through_api["source"]["event_ids"] = [named.public_id]
+    refused = api(agent).post("/api/v1/records/", through_api, format="json")
+    assert refused.status_code == 410 and refused.json()["code"] == "tombstoned"
     for progress in request.stores.all():
         purge_store.apply(args=[progress.pk])
     logs = request.stores.get(store="logs")
