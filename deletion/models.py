@@ -116,8 +116,17 @@ class Tombstone(models.Model):
     source_hash = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     lifted_at = models.DateTimeField(null=True, blank=True)
-    lifted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, related_name="+")
+    lifted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, related_name="+", db_index=False
+    )  # see Meta.indexes
     lift_reason = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [
+            # The principal's PROTECT check: only lifted tombstones name one, so the index holds those alone and
+            # a deletion's 10,000 tombstones (written with no lifter) add no entry to it.
+            models.Index(fields=["lifted_by"], condition=Q(lifted_by__isnull=False), name="tombstone_lifted_by"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.memory_id or self.scope_hash[:12]}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.db.models import ProtectedError
 from django.test import Client
 
 from deletion import service
@@ -147,3 +148,14 @@ def test_the_dashboard_lift_is_for_owners_of_the_tenant_only(compliance, outside
         signed_in(outsider).post(f"/tombstones/{stone.pk}/lift/", {"confirm": "yes", "reason": "x"}).status_code == 404
     )
     assert not Tombstone.objects.filter(lifted_at__isnull=False).exists()
+
+
+def test_the_lifter_stays_protected_while_the_unlifted_name_no_one(owner, deleted):
+    """`lifted_by` is indexed only where set (a deletion's tombstones add no entry); the principal who lifted one
+    still cannot be deleted (PROTECT finds the row through that index), and the others are unaffected."""
+    stone = service.lift_tombstone(owner, deleted[0].pk, "Filed against the wrong subject")
+    assert stone.lifted_by == owner
+    assert Tombstone.objects.filter(lifted_by__isnull=True).count() == len(deleted) - 1
+    with pytest.raises(ProtectedError):
+        owner.delete()
+    assert Tombstone.objects.filter(lifted_by=owner).get().pk == stone.pk
