@@ -350,27 +350,40 @@ def make_plan(principal: Any, candidates: list[FloorHead], tag: str) -> tuple[Pl
     """Capture two supersessions and build the replay plan from them; also returns the two heads used.
 
     The two fact keys differ in every attribute (project, subject, predicate, revisions), so a parameter equal in
-    both captures is a constant, never a coincidence."""
-    first = candidates[0]
-    second = next(
+    both captures is a constant, never a coincidence; and no two attributes are equal in both (`_ambiguous`), so
+    a parameter names one attribute only."""
+    pairs = ((a, b) for i, a in enumerate(candidates) for b in candidates[i + 1 :])
+    chosen = next(
         (
-            h
-            for h in candidates[1:]
-            if h.project != first.project
-            and h.subject_id != first.subject_id
-            and h.predicate != first.predicate
-            and h.revision != first.revision
+            (a, b)
+            for a, b in pairs
+            if a.project != b.project
+            and a.subject_id != b.subject_id
+            and a.predicate != b.predicate
+            and a.revision != b.revision
+            and not _ambiguous(a, b)
         ),
         None,
     )
-    if second is None:
+    if chosen is None:
         raise TemplateError("No two sampled fact keys differ in every attribute; sample more.")
+    first, second = chosen
     _remember_projects(principal, [first.project, second.project])
     a = capture_write(principal, first, f"{FLOOR_PREFIX}-{tag}-capture-a")
     b = capture_write(principal, second, f"{FLOOR_PREFIX}-{tag}-capture-b")
     if a.outcome != "created":
         raise TemplateError(f"The captured write was {a.outcome}, not a supersession.")
     return build_plan(a, b), a.attrs, [first, second]
+
+
+def _ambiguous(a: FloorHead, b: FloorHead) -> bool:
+    """Whether two attributes of the writes to `a` and `b` are equal in both (say the project's pk and the new
+    revision: 3 and 3, then 5 and 5): the template could not tell which one a parameter is, and a replay would
+    write one where the other belongs (a revision taken from the project's pk, refused as a duplicate or, worse,
+    accepted in the wrong place)."""
+    one, two = _attrs(0, a, "mem-a", "value-a"), _attrs(0, b, "mem-b", "value-b")
+    names = list(one)
+    return any(one[x] == one[y] and two[x] == two[y] for i, x in enumerate(names) for y in names[i + 1 :])
 
 
 def _remember_projects(principal: Any, keys: list[str]) -> None:
@@ -446,7 +459,9 @@ def floor_single(
     rest = heads[CANDIDATES:]
     run = floor_writes(plan, attrs, tenant_id, rest, warmup, f"{seed}-s")
     rate = len(run.samples_ms) / (run.finished - run.started)
-    figure = Figure(FLOOR_NAME.format(n="1 process"), run.samples_ms, note=_ratio(rate, assert_fact_rate))
+    figure = Figure(
+        FLOOR_NAME.format(n="1 process"), run.samples_ms, note=_ratio(rate, assert_fact_rate, sum(run.errors.values()))
+    )
     notes = [
         f"floor: {plan.round_trips} round trips per write ({plan.queries} statements + BEGIN/COMMIT), captured from "
         f"assert_fact superseding {used[0].project}/{used[0].subject_id}/{used[0].predicate}; {plan.kept} parameters "
@@ -488,15 +503,15 @@ def floor_parallel(
     wall = max(r.finished for r in runs) - min(r.started for r in runs)
     total = sum(len(r.samples_ms) for r in runs)
     rate = total / wall
-    figure = Figure(
-        FLOOR_NAME.format(n=f"{processes} processes"),
-        [s for r in runs for s in r.samples_ms],
-        note=_ratio(rate, assert_fact_rate),
-    )
     errors: dict[str, int] = {}
     for r in runs:
         for k, v in r.errors.items():
             errors[k] = errors.get(k, 0) + v
+    figure = Figure(
+        FLOOR_NAME.format(n=f"{processes} processes"),
+        [s for r in runs for s in r.samples_ms],
+        note=_ratio(rate, assert_fact_rate, sum(errors.values())),
+    )
     cpu = sum(r.cpu_s for r in runs) * 1000 / total
     replayed = [h for chunk in chunks for h in chunk[CANDIDATES + warmup :]][:50]
     notes = [
@@ -509,5 +524,8 @@ def floor_parallel(
 FLOOR_NAME = "CAS floor (same SQL, raw psycopg), {n}"
 
 
-def _ratio(floor_rate: float, assert_fact_rate: float) -> str:
-    return f"{floor_rate:,.0f} writes/s; assert_fact/floor = {assert_fact_rate / floor_rate:.2f} ({assert_fact_rate:,.0f}/s)"
+def _ratio(floor_rate: float, assert_fact_rate: float, errors: int = 0) -> str:
+    ratio = f"{floor_rate:,.0f} writes/s; assert_fact/floor = {assert_fact_rate / floor_rate:.2f} ({assert_fact_rate:,.0f}/s)"
+    if errors:  # a failed replay stops early: the floor would look faster than it is
+        ratio += f"; NOT A FLOOR: {errors:,} replays failed (see the errors below)"
+    return ratio

@@ -268,12 +268,30 @@ def test_the_floor_replays_a_captured_supersession_on_another_fact_key(agent):
     fact("project-a", "subject-1", "due", 1)
     fact("project-b", "subject-2", "owner", 2)
     fact("project-c", "subject-3", "status", 3)
+    fact("project-d", "subject-4", "room", 5)
     heads = {h.project: h for h in cas_floor.sample_floor_heads(agent.tenant_id, 10, 1)}
-    plan, attrs, used = cas_floor.make_plan(agent, [heads["project-a"], heads["project-b"]], "t")
-    assert [h.project for h in used] == ["project-a", "project-b"]
-    target = heads["project-c"]
+    target = heads.pop("project-c")
+    # Three candidates: a pair whose ids happen to coincide with its revisions is passed over (see the next test).
+    plan, attrs, used = cas_floor.make_plan(agent, sorted(heads.values(), key=lambda h: h.project), "t")
+    assert len({h.project for h in used}) == 2 and target not in used
     cas_floor.replay_write(plan, cas_floor._fill_for(agent.tenant_id, attrs, target, "floor-value"))
     assert cas_floor.verify_floor(agent.tenant_id, [target]).startswith("1/1 ")
     new = MemoryRecord.objects.get(project__key="project-c", subject_id="subject-3", revision=4)
     assert (new.value, new.source_revision, new.is_head) == ("floor-value", "r4", True)
     assert AuditEvent.objects.filter(object_id=new.memory_id, action="record.asserted.created").exists()
+
+
+def test_the_floor_refuses_a_pair_whose_attributes_coincide_in_both_writes():
+    """Two captures whose project pks equal their new revisions (3 and 3, then 5 and 5) cannot tell which attribute
+    a parameter is: the floor would replay a revision taken from the project's pk. Such a pair is never chosen."""
+    from bench import cas_floor
+
+    def head(pk: int, project_pk: int, n: int, revision: int) -> cas_floor.FloorHead:
+        return cas_floor.FloorHead(
+            pk, f"mem-{pk}", project_pk, f"proj-{n}", f"subj-{n}", f"p{n}", revision, "doc", "r1"
+        )
+
+    a, b, c = head(11, 3, 1, 2), head(12, 5, 2, 4), head(13, 5, 3, 7)
+    assert cas_floor._ambiguous(a, b) and not cas_floor._ambiguous(a, c)
+    with pytest.raises(cas_floor.TemplateError):
+        cas_floor.make_plan(None, [a, b], "t")
