@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # Where a test run keeps its files (vector index, broker folders); give each parallel run its own.
 TEST_VAR ?= $(CURDIR)/var/test
 
-.PHONY: run test test-sqlite smoke lint bench bench-stores bench-load bench-mcp bench-onboarding bench-integrations install clean
+.PHONY: run test test-prepared test-sqlite smoke lint bench bench-stores bench-load bench-mcp bench-onboarding bench-integrations install clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@test -x $(PY) || "$$(bin/find-python)" -m venv $(VENV)
@@ -35,6 +35,18 @@ test: $(STAMP)
 	DATABASE_URL="$$db_url" REDIS_URL="$$redis_url" CELERY_BROKER_URL="$${broker:-filesystem://}" \
 	CACHE_URL="$${cache:-locmem://}" VECTOR_INDEX_PATH="$(TEST_VAR)/vectors" \
 	CELERY_TASK_DEFAULT_QUEUE="tests-$$$$" CACHE_KEY_PREFIX="tests-$$$$" VAR_DIR="$(TEST_VAR)" $(PY) -m pytest $(PYTEST_ARGS)
+
+# The write, read and deletion paths again with prepared statements (README "Deploying", step 8): values sent
+# apart from the SQL, and each statement prepared from its second run on a connection, so SQL PostgreSQL cannot
+# type, or a plan that does not hold for the next tenant, fails here.
+PREPARED_TESTS := tests/test_cas_write_path.py tests/test_cas_race.py tests/test_assert_fact_decision_order.py \
+	tests/test_read_paths.py tests/test_facts_current.py tests/test_as_of.py tests/test_future_effective.py \
+	tests/test_history_and_curation.py tests/test_batch.py tests/test_batch_set_based.py tests/test_rows_instances.py \
+	tests/test_deletion.py tests/test_deletion_set_based.py tests/test_tenant_isolation.py tests/test_rls.py \
+	tests/test_stats.py tests/test_counts_by_statement.py tests/test_recheck_claim_due.py tests/test_api_fuzz.py
+test-prepared: $(STAMP)
+	DB_SERVER_SIDE_BINDING=1 DB_PREPARE_THRESHOLD=1 $(MAKE) --no-print-directory test \
+		PYTEST_ARGS="$(PYTEST_ARGS) $(PREPARED_TESTS)"
 
 # The suite on the embedded defaults `make run` uses: SQLite (a file under TEST_VAR, so the worker process the
 # celery tests start opens it too), the filesystem broker (folders under TEST_VAR) and a file cache. Tests

@@ -39,7 +39,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO_ROOT / "b
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from bench.measure import percentile  # noqa: E402
+from bench.measure import percentile, statement_mode  # noqa: E402
 
 TARGET_RATIO = 0.60
 CEILING = "/api/v1/bench/ceiling/"
@@ -302,7 +302,8 @@ def main(argv: list[str] | None = None) -> None:
         f"gunicorn: {args.workers} sync workers on {base} (memory_admin.gunicorn_conf, DEBUG off), database "
         f"{db['NAME']} (~{total:,} records); load: {args.clients} clients, {args.warmup:g} s warm-up + "
         f"{args.seconds:g} s per endpoint, {len(heads):,} keys; cache {cache_url} ({cache_note}); "
-        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}",
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; statements: {statement_mode()} "
+        "(the workers inherit the environment)",
         flush=True,
     )
     proc = start_server(port, args.workers, database_url, var_dir, cache_url)

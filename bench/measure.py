@@ -138,3 +138,17 @@ def collect_runs(workers: list[Any], results: Any, what: str) -> list[Any]:
     for worker in workers:
         worker.join()
     return runs
+
+
+def statement_mode() -> str:
+    """How this run sends SQL to PostgreSQL (settings: DB_SERVER_SIDE_BINDING, DB_PREPARE_THRESHOLD), for the
+    report's header: prepared statements change what a write or a read costs, on both sides of the wire."""
+    from django.conf import settings
+
+    options = settings.DATABASES["default"].get("OPTIONS", {})
+    if not options.get("server_side_binding"):
+        return "SQL sent with values merged in (client-side binding, Django's default; see README 'Deploying')"
+    threshold = options.get("prepare_threshold")
+    if threshold is None:
+        return "server-side binding (DB_SERVER_SIDE_BINDING=1), no statement prepared"
+    return f"server-side binding, statements prepared after {threshold} runs (DB_PREPARE_THRESHOLD={threshold})"

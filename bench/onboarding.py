@@ -37,7 +37,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from bench.measure import Figure, print_table  # noqa: E402
+from bench.measure import Figure, print_table, statement_mode  # noqa: E402
 from bench.run import (  # noqa: E402
     Layout,
     generate,
@@ -338,6 +338,7 @@ def timed(args: argparse.Namespace, principal: Any, run: str) -> None:
 
     total = MemoryRecord.all_objects.count()
     print(f"PostgreSQL {server_version()}, {total:,} records in the table, load average {load()}")
+    print(f"Statements: {statement_mode()}")
     n, size = args.batches * args.batch_size, args.batch_size
     figures = []
 

@@ -47,6 +47,7 @@ from bench.measure import (  # noqa: E402
     print_table,
     queries_per_call,
     sample_heads,
+    statement_mode,
     timed,
 )
 
@@ -920,6 +921,7 @@ def run_benchmarks(args: argparse.Namespace) -> None:
     heads = MemoryRecord.objects.filter(tenant_id=tenant_id, is_head=True).count()
     print()
     print(f"PostgreSQL {server_version()}, database {settings.DATABASES['default']['NAME']}, DEBUG={settings.DEBUG}")
+    print(f"Statements: {statement_mode()}")
     print(
         f"Records: {total:,} in the bench tenant ({layout.records:,} generated, {generation}), "
         f"{heads:,} fact keys, {layout.subjects:,} subjects, {layout.projects} projects; "

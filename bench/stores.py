@@ -1380,6 +1380,8 @@ def main() -> None:
     from django.conf import settings
     from django.db import connection
 
+    from bench.measure import statement_mode
+
     try:
         prepare_database(args.fresh)
         with connection.cursor() as cursor:
@@ -1388,6 +1390,7 @@ def main() -> None:
         say(
             f"bench/stores.py {'--quick ' if args.quick else ''}run {RUN_TAG}: PostgreSQL {version}, Django "
             f"{django.get_version()}, DEBUG={settings.DEBUG}; load average {load_average()}\n"
+            f"  statements: {statement_mode()}\n"
             f"  vector index {settings.VECTOR_INDEX_PATH}; cache {CACHE_URL} prefix {unique}; broker {BROKER_URL} "
             f"queue {unique} (no worker); scale {scale}"
         )

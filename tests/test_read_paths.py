@@ -274,7 +274,9 @@ def test_a_read_that_cannot_be_prepared_answers_through_its_queryset(agent, move
 
 def _settings_with(**env: str) -> subprocess.CompletedProcess[str]:
     code = "import django; django.setup(); from django.conf import settings; print(settings.DATABASES['default']['OPTIONS'])"
-    environ = {**os.environ, "DATABASE_URL": "postgres://nobody@127.0.0.1:1/none", **env}
+    # Only what the test names: not the options of the run it is part of (`make test-prepared` sets both).
+    inherited = {k: v for k, v in os.environ.items() if k not in ("DB_SERVER_SIDE_BINDING", "DB_PREPARE_THRESHOLD")}
+    environ = {**inherited, "DATABASE_URL": "postgres://nobody@127.0.0.1:1/none", **env}
     environ["DJANGO_SETTINGS_MODULE"] = "memory_admin.settings"
     return subprocess.run([sys.executable, "-c", code], env=environ, capture_output=True, text=True, timeout=120)
 
@@ -290,6 +292,7 @@ def test_a_prepare_threshold_without_binding_or_below_one_stops_the_settings(env
 
 
 def test_prepared_statements_are_off_unless_asked():
+    assert _settings_with().stdout.strip() == "{'server_side_binding': False}"
     assert _settings_with(DB_SERVER_SIDE_BINDING="0").stdout.strip() == "{'server_side_binding': False}"
     asked = _settings_with(DB_SERVER_SIDE_BINDING="1", DB_PREPARE_THRESHOLD="5")
     assert asked.stdout.strip() == "{'server_side_binding': True, 'prepare_threshold': 5}", asked.stderr
