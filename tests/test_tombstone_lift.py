@@ -152,7 +152,7 @@ def test_the_dashboard_lift_is_for_owners_of_the_tenant_only(compliance, outside
 
 def test_the_lifter_stays_protected_while_the_unlifted_name_no_one(owner, deleted):
     """`lifted_by` is indexed only where set (a deletion's tombstones add no entry); the principal who lifted one
-    still cannot be deleted (PROTECT finds the row through that index), and the others are unaffected."""
+    still cannot be deleted (PROTECT still finds the lifted row), and the unlifted tombstones name no one."""
     stone = service.lift_tombstone(owner, deleted[0].pk, "Filed against the wrong subject")
     assert stone.lifted_by == owner
     assert Tombstone.objects.filter(lifted_by__isnull=True).count() == len(deleted) - 1
