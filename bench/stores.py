@@ -1136,7 +1136,7 @@ def bench_deletion(scale: Scale, explain: bool, profile: bool = False) -> list[R
     from deletion.tasks import purge_store, run_request
     from memory_admin.derived.models import Event, Summary
     from memory_admin.derived.vectors import get_index
-    from memory_admin.memory.models import MemoryRecord
+    from memory_admin.memory.models import MemoryRecord, RecordHide
 
     say("\n# 3. Deletion of a subject")
     fx = build_deletion_fixture(scale)
@@ -1242,6 +1242,13 @@ def bench_deletion(scale: Scale, explain: bool, profile: bool = False) -> list[R
         say("  cProfile of the call (--profile), by cumulative time, then by own time:\n" + out.getvalue())
     live = MemoryRecord.objects.filter(tenant_id=fx.tenant_id, subject_id=fx.subject).count()
     check("no record of the subject is readable (live manager)", live == 0, f"{live}")
+    rules = RecordHide.objects.filter(tenant_id=fx.tenant_id).count()
+    removed = MemoryRecord.all_objects.filter(tenant_id=fx.tenant_id, subject_id=fx.subject).removed().count()
+    check(
+        "the subject's records are hidden by one rule (RecordHide), their rows left for the purge",
+        rules == 1 and removed == len(fx.record_ids),
+        f"{rules} rule(s), {removed:,} records removed from reads",
+    )
     hidden_events = Event.objects.filter(tenant_id=fx.tenant_id).removed().count()  # row by row or by a rule
     check("the subject's log lines are hidden", hidden_events >= fx.subject_events, f"{hidden_events:,} hidden")
     withdrawn = Summary.objects.filter(tenant_id=fx.tenant_id, hidden_at__isnull=False).count()

@@ -2,10 +2,11 @@
 
 The product never says "completely forgotten": it reports four stages separately.
 1. accepted — the request and its tombstones are stored in one transaction;
-2. removed_from_reads — every read path filters the tombstoned items; set in that same transaction,
-   since each read path checks the tombstones in the database at read time. What that transaction does
-   is only what reads need, set-based on the scope (a few statements whatever the subject's size): the
-   stores' `hide_scope` (cache keys evicted among them) and the propagation's notices to agents;
+2. removed_from_reads — every read path filters the hidden items; set in that same transaction,
+   since each read path checks the tombstones and hiding rules in the database at read time. What that
+   transaction does is only what reads need, set-based on the scope (a few statements whatever the
+   subject's size): the stores' `hide_scope` (one rule row for a subject's records and for its log lines,
+   cache keys evicted) and the propagation's notices to agents;
 3. purge_confirmed — every store found (the stores whose targets were not needed to hide them find them
    when the purge starts, `find_pending`), purged and verified by reading it again;
 4. backups_expire_at — the latest expiry of a backup taken before the purge.
@@ -27,6 +28,7 @@ from django.utils import timezone
 from deletion import ledger, stores, task_refs, tombstones
 from deletion.models import Backup, DeletionRequest, StoreProgress, Tombstone
 from deletion.stores import PENDING_TARGETS, Scope, job_for, scope_records
+from deletion.stores.records import mark_hidden
 from memory_admin.accounts.models import Principal
 from memory_admin.derived.propagation import NOTICES, propagate_set
 from memory_admin.memory import audit, validation
@@ -418,7 +420,7 @@ def _accept(request: DeletionRequest, scope: Scope) -> None:
     # actions cancelled (no stale mark or suspension first), cache keys evicted; vector entries reach reads
     # only through their records (search keeps the live ones), so the embeddings store removes them later.
     propagate_set(
-        scope.records_query().filter(tombstoned_at__isnull=True),
+        scope.records_query().live(),
         tenant_id=request.tenant_id,
         reason=f"Deleted by request {request.public_id}.",
         now=now,
@@ -572,6 +574,9 @@ def lift_tombstone(principal: Principal, tombstone_id: int, reason: str) -> Tomb
         if stone is None:
             raise NotFound("No such tombstone.")
         if stone.lifted_at is None:
+            # Before the purge, the request's records may be hidden by its rule, their rows unmarked: a write let
+            # through would find them as the fact's current rows, so they are marked first.
+            mark_hidden(stone.tenant_id, stone.request_public_id)
             stone.lifted_at, stone.lifted_by, stone.lift_reason = timezone.now(), principal, reason.strip()
             stone.save(update_fields=["lifted_at", "lifted_by", "lift_reason"])
             audit.record_event(

@@ -206,6 +206,16 @@ def _ids_never_come_back(request: pytest.FixtureRequest, django_db_blocker: Any)
             cursor.executemany("INSERT INTO sqlite_sequence (name, seq) VALUES (%s, %s)", [(t, base) for t in tables])
 
 
+def run_purge(request: Any) -> None:
+    """What the worker does with an accepted deletion request: each store's task in turn, in this process (the
+    worker tests run them in a real worker)."""
+    from deletion.models import StoreProgress
+    from deletion.tasks import purge_store
+
+    for progress in StoreProgress.objects.filter(request=request):
+        purge_store.apply(args=[progress.pk])
+
+
 def at(month: int, day: int, hour: int = 9, minute: int = 0) -> datetime:
     return datetime(2026, month, day, hour, minute, tzinfo=JST)
 

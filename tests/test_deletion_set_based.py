@@ -24,7 +24,7 @@ from memory_admin.derived.models import CacheEntry, Event, EventHide, Invalidati
 from memory_admin.derived.propagation import SET_KINDS, propagate_set
 from memory_admin.memory.actions import Assertion, assert_fact
 from memory_admin.memory.errors import Tombstoned
-from memory_admin.memory.models import MemoryRecord, Project
+from memory_admin.memory.models import MemoryRecord, Project, RecordHide
 from tests.conftest import at, body
 
 PROJECT = "project-a"
@@ -186,7 +186,12 @@ def test_acceptance_hides_by_the_scope_and_leaves_the_finds_to_the_purge(
         callback()
     # Hidden at once, every revision, and nothing of the other subject.
     assert not MemoryRecord.objects.filter(subject_id="p-1").exists()
-    assert set(records_of("p-1").values_list("status", "is_head").distinct()) == {("deleted", False)}
+    # By one rule, not row by row: the rows keep their state until the purge marks and deletes them.
+    assert list(RecordHide.objects.values_list("subject_id", "predicate", "hidden_by")) == [
+        ("p-1", "", request.public_id)
+    ]
+    assert records_of("p-1").count() == 6 and not records_of("p-1").filter(tombstoned_at__isnull=False).exists()
+    assert records_of("p-1").removed().count() == 6
     assert MemoryRecord.objects.filter(subject_id="p-2").count() == 2
     # The subject's lines are hidden by one rule, not row by row; every read of events goes through it.
     assert not Event.objects.visible().filter(pk=line.pk).exists() and Event.objects.removed().filter(pk=line.pk)
@@ -329,9 +334,13 @@ def test_memory_ids_and_predicate_scopes_hide_only_what_they_name(agent, complia
         from deletion.service import approve
 
         approve(ensure_principal("acme", "cora", ["compliance"]), request.public_id)
-    hidden = set(MemoryRecord.all_objects.filter(tombstoned_at__isnull=False).values_list("pk", flat=True))
+    hidden = set(MemoryRecord.all_objects.removed().values_list("pk", flat=True))
     assert hidden == {r.pk for r in named}
     assert MemoryRecord.objects.count() == 8 - len(named)
+    # A list of memory ids is marked row by row; a predicate by one rule, the rows left as they are until the purge.
+    marked = set(MemoryRecord.all_objects.filter(tombstoned_at__isnull=False).values_list("pk", flat=True))
+    assert marked == (hidden if kind == "memory_ids" else set())
+    assert RecordHide.objects.count() == (0 if kind == "memory_ids" else 1)
 
 
 def test_the_tombstones_written_in_one_statement_carry_the_hashes_the_write_guards_compute(agent, compliance):

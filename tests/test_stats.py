@@ -20,7 +20,7 @@ from deletion.tasks import purge_store
 from memory_admin.accounts.tenancy import tenant_context
 from memory_admin.memory import stats
 from memory_admin.memory.actions import Assertion, assert_fact, exclude_record, expire_record
-from memory_admin.memory.models import MemoryRecord
+from memory_admin.memory.models import MemoryRecord, RecordHide
 from memory_admin.memory.reads import freshness_of
 from tests.conftest import on_postgres
 
@@ -44,11 +44,23 @@ def fact(subject: str, value: str, revision: str, valid_from: datetime, **kwargs
 def by_hand(tenant_id: int, now: datetime) -> tuple[dict[str, int], dict[str, int], int]:
     """The figures computed from each record with the freshness rule, in Python."""
     records = list(MemoryRecord.all_objects.filter(tenant_id=tenant_id))  # tombstoned ones too
-    by_status = Counter(r.status for r in records)
+    # A deletion's rule hides records until their purge: they count as deleted, whatever their status says.
+    rules = list(RecordHide.objects.filter(tenant_id=tenant_id))
+
+    def status(r: MemoryRecord) -> str:
+        hidden = any(
+            h.project_id == r.project_id
+            and h.first_id <= r.pk <= h.last_id
+            and (r.subject_id == h.subject_id if h.subject_id else r.predicate == h.predicate)
+            for h in rules
+        )
+        return MemoryRecord.Status.DELETED if hidden else r.status
+
+    by_status = Counter(status(r) for r in records)
     buckets: Counter[str] = Counter()
     overdue = 0
     for r in records:
-        if r.status != MemoryRecord.Status.ACCEPTED:
+        if status(r) != MemoryRecord.Status.ACCEPTED:
             continue
         overdue += r.recheck_after is not None and r.recheck_after <= now
         freshness = freshness_of(r, now)
@@ -153,8 +165,12 @@ def test_counts_agree_after_a_subject_is_deleted_and_purged(api, agent, complian
         format="json",
     )
     assert response.status_code == 202, response.content
-    figures = agrees(agent.tenant_id, now)  # tombstoned, not yet purged
+    figures = agrees(agent.tenant_id, now)  # hidden by the request's rule, not yet purged
     assert figures.by_status["accepted"] == 3 and figures.by_status["deleted"] == 3
+    assert RecordHide.objects.count() == 1 and not MemoryRecord.all_objects.filter(tombstoned_at__isnull=False)
+    if on_postgres():  # counted again from the rows: the same figures
+        stats.recount(agent.tenant_id)
+    assert agrees(agent.tenant_id, now).by_status == figures.by_status
     for progress in StoreProgress.objects.filter(request__public_id=response.json()["id"]):
         purge_store.apply(args=[progress.pk])
     figures = agrees(agent.tenant_id, now)

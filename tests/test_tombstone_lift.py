@@ -8,24 +8,33 @@ import json
 import pytest
 from django.db.models import ProtectedError
 from django.test import Client
+from django.utils import timezone
 
 from deletion import service
 from deletion.models import DeletionRequest, Tombstone
-from memory_admin.memory.models import AuditEvent
-from tests.conftest import DEADLINE, at, body, deadline
+from memory_admin.memory import stats
+from memory_admin.memory.models import AuditEvent, MemoryRecord, RecordHide
+from tests.conftest import DEADLINE, at, body, deadline, run_purge
 
 SUBJECT = DEADLINE["subject_id"]
 REASSERTION = deadline("2026-11-02T17:00+09:00", "r99", at(10, 23))
 
 
 @pytest.fixture
-def deleted(compliance, moved_deadline) -> list[Tombstone]:
-    """The deadline's subject deleted: a subject tombstone and one per record."""
+def accepted(compliance, moved_deadline) -> DeletionRequest:
+    """The deadline's subject deleted, accepted and not purged yet (no worker runs here): its records hidden by
+    the request's rule."""
     request = service.request_deletion(
         compliance, project_id="project-a", scope={"subject_id": SUBJECT}, reason="Data subject request"
     )
     assert isinstance(request, DeletionRequest)
-    stones = list(Tombstone.objects.filter(request=request).order_by("id"))
+    return request
+
+
+@pytest.fixture
+def deleted(accepted) -> list[Tombstone]:
+    """A subject tombstone and one per record."""
+    stones = list(Tombstone.objects.filter(request=accepted).order_by("id"))
     assert stones
     return stones
 
@@ -45,6 +54,37 @@ def test_an_owner_lifts_with_a_reason_and_it_is_audited(api, owner, deleted):
     assert stone.lifted_at is not None and stone.lifted_by == owner
     event = AuditEvent.objects.get(action="tombstone.lifted", object_id=str(stone.pk))
     assert event.actor == owner and event.reason == "Filed against the wrong subject"
+
+
+def test_a_lift_before_the_purge_marks_the_records_the_rule_hid(api, owner, agent, accepted):
+    """Between acceptance and purge the subject's records are hidden by the request's rule, their rows unmarked: a
+    write let through by the lift would find them as the fact's current rows. So the lift marks them first (still
+    hidden, counted as before) and deletes the rule; the write then starts a new fact, and the purge still deletes
+    every deleted record."""
+    stones = list(Tombstone.objects.filter(request=accepted))
+    doomed = set(MemoryRecord.all_objects.filter(subject_id=SUBJECT).values_list("pk", flat=True))
+    assert RecordHide.objects.filter(hidden_by=accepted.public_id).exists()
+    assert not MemoryRecord.all_objects.filter(pk__in=doomed, tombstoned_at__isnull=False).exists()
+    counts = stats.record_stats(owner.tenant_id).by_status
+    assert lift(api(owner), stones[0], reason="Filed against the wrong subject").status_code == 200
+    assert not RecordHide.objects.exists()
+    marked = MemoryRecord.all_objects.filter(pk__in=doomed)
+    assert set(marked.values_list("status", "is_head").distinct()) == {("deleted", False)}
+    assert not marked.filter(tombstoned_at__isnull=True).exists()
+    assert not MemoryRecord.objects.filter(subject_id=SUBJECT).exists()
+    assert stats.record_stats(owner.tenant_id).by_status == counts
+    for stone in stones[1:]:
+        assert lift(api(owner), stone, reason="Filed against the wrong subject").status_code == 200
+    accepted_again = api(agent).post("/api/v1/records/", body(REASSERTION), format="json")
+    assert accepted_again.status_code == 201, accepted_again.json()
+    assert accepted_again.json()["revision"] == 3  # after the two deleted revisions, awaiting purge
+    run_purge(accepted)
+    assert not MemoryRecord.all_objects.filter(pk__in=doomed).exists()
+    assert MemoryRecord.objects.filter(subject_id=SUBJECT).count() == 1
+    assert (
+        stats.record_stats(owner.tenant_id).by_status
+        == stats.exact_record_stats(owner.tenant_id, timezone.now()).by_status
+    )
 
 
 @pytest.mark.parametrize("who", ["compliance", "agent", "admin"])

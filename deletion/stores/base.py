@@ -24,7 +24,7 @@ from typing import Any, ClassVar, NamedTuple
 from django.db.models import QuerySet
 
 from deletion.models import DeletionRequest, StoreProgress
-from memory_admin.memory.models import MemoryRecord
+from memory_admin.memory.models import MemoryRecord, RecordQuerySet
 
 REDACTION = "[redacted by deletion {request}]"
 NOTICE_REASON = "Deleted by request {request}."
@@ -88,7 +88,7 @@ class Scope:
     def record_ids(self) -> list[int]:
         return [r.pk for r in self.records]
 
-    def records_query(self) -> QuerySet[MemoryRecord]:
+    def records_query(self) -> RecordQuerySet:
         """The scope's records as one condition on the tenant, project and subject or predicate (the
         indexes the records list uses), never a list of ids; bounded by the ids resolved, so a record
         written after the scope was resolved is not taken with it. Memory ids are the list the request

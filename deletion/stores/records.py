@@ -10,10 +10,13 @@ from django.db.models import CASCADE, DO_NOTHING, SET_NULL, QuerySet
 from django.db.models.deletion import get_candidate_relations_to_delete
 from django.db.models.signals import post_delete, pre_delete
 
-from deletion.models import Tombstone
+from deletion.models import DeletionRequest, Tombstone
 from deletion.stores.base import Found, Job, Scope, Store, Verification, register
 from memory_admin.memory import rows, stats
-from memory_admin.memory.models import AuditEvent, MemoryRecord
+from memory_admin.memory.models import AuditEvent, MemoryRecord, RecordHide
+
+# The scopes hidden by a rule at acceptance (one row) rather than by an UPDATE of every record.
+RULED = (DeletionRequest.ScopeKind.SUBJECT, DeletionRequest.ScopeKind.PREDICATE)
 
 
 def delete_records(ids: list[int]) -> int:
@@ -49,6 +52,24 @@ def delete_records(ids: list[int]) -> int:
         return int(records._raw_delete(records.db))
 
 
+def mark_hidden(tenant_id: int, request_public_id: str) -> int:
+    """Mark the records a request's rules hide (RecordHide) as an UPDATE at acceptance would have marked them,
+    their counters moved then, and delete the rules, so the subject id stays nowhere: the first step of the
+    records' purge, and of lifting one of the request's tombstones before it (a write let through must not find
+    the hidden rows as the fact's current ones). Idempotent; answers how many records were marked."""
+    marked = 0
+    with transaction.atomic():
+        for rule in RecordHide.objects.select_for_update().filter(tenant_id=tenant_id, hidden_by=request_public_id):
+            marked += stats.update_uncounted(
+                rule.covered().filter(tombstoned_at__isnull=True),
+                tombstoned_at=rule.created_at,
+                status=MemoryRecord.Status.DELETED,
+                is_head=False,
+            )
+            rule.delete()
+    return marked
+
+
 @register
 class RecordsStore(Store):
     """Memory records, history included; only the content-free tombstones remain. The audit trail's
@@ -64,18 +85,32 @@ class RecordsStore(Store):
         )
 
     def hide_scope(self, scope: Scope, now: datetime) -> int:
-        # One UPDATE on the scope's condition (the subject's or predicate's index), not 10,000 ids, with the
-        # overview's counters moved by the same statement (not by a trigger call per record).
-        return stats.update_counted(
-            scope.records_query().filter(tombstoned_at__isnull=True),
-            tombstoned_at=now,
-            status=MemoryRecord.Status.DELETED,
-            is_head=False,
-        )
+        live = scope.records_query().live()
+        if scope.kind in RULED and scope.request_public_id and scope.records:
+            # A subject's or a predicate's records: one rule row (RecordHide), not an UPDATE of each record, and
+            # the overview's counters moved to "deleted" by one grouped INSERT; the purge marks the rows.
+            counted = stats.count_as_deleted(live)
+            ids = scope.record_ids
+            RecordHide.objects.create(
+                tenant_id=scope.tenant_id,
+                project_id=scope.project_id,
+                subject_id=scope.value if scope.kind == DeletionRequest.ScopeKind.SUBJECT else "",
+                predicate=scope.value if scope.kind == DeletionRequest.ScopeKind.PREDICATE else "",
+                first_id=min(ids),
+                last_id=max(ids),
+                hidden_by=scope.request_public_id,
+                created_at=now,
+            )
+            return counted
+        # A list of memory ids: one UPDATE on the scope's condition, with the overview's counters moved by the
+        # same statement (not by a trigger call per record).
+        return stats.update_counted(live, tombstoned_at=now, status=MemoryRecord.Status.DELETED, is_head=False)
 
     def purge(self, job: Job) -> int:
-        AuditEvent.objects.redact(job.tenant_id, job.targets["memory_ids"], job.redaction)
-        return delete_records(job.targets["ids"])
+        with transaction.atomic():
+            mark_hidden(job.tenant_id, job.request_public_id)
+            AuditEvent.objects.redact(job.tenant_id, job.targets["memory_ids"], job.redaction)
+            return delete_records(job.targets["ids"])
 
     def verify(self, job: Job) -> Verification:
         remaining = MemoryRecord.all_objects.filter(pk__in=rows.among(job.targets["ids"])).count()

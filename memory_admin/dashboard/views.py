@@ -332,12 +332,15 @@ def overview(request: HttpRequest) -> HttpResponse:
 def _filtered_records(principal: Principal, data: dict[str, Any], *, counting: bool = False) -> Any:
     """The tenant's live records that match the filters. `counting`: the same set for a count, cheaper to
     count: with a status other than "all", the tombstoned records are already out (a deletion sets status
-    "deleted" together with tombstoned_at), so the count leaves out the tombstoned_at test and PostgreSQL
+    "deleted" together with tombstoned_at; `countable` leaves out the records a deletion's rule still hides),
+    so the count leaves out the tombstoned_at test and PostgreSQL
     counts from an index alone (record_project_field_newest holds the project, predicate and status)
     rather than visiting the row of every match."""
     status = data.get("status") or Status.ACCEPTED
-    manager = MemoryRecord.all_objects if counting and status != "all" else MemoryRecord.objects
-    records = manager.for_tenant(principal.tenant_pk)
+    if counting and status != "all":
+        records = MemoryRecord.all_objects.countable(principal.tenant_pk)
+    else:
+        records = MemoryRecord.objects.for_tenant(principal.tenant_pk)
     if status != "all":
         records = records.filter(status=status)
     if data.get("project"):

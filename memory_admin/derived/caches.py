@@ -62,7 +62,7 @@ def store(tenant_id: int, key: str, value: Any, records: list[MemoryRecord], *, 
     if ttl <= 0 or not records:
         return
     with transaction.atomic():
-        if MemoryRecord.all_objects.filter(pk__in=[r.pk for r in records], tombstoned_at__isnull=False).exists():
+        if MemoryRecord.all_objects.filter(pk__in=[r.pk for r in records]).removed().exists():
             return  # never fill a cache from a record a deletion has hidden
         entry, created = CacheEntry.objects.get_or_create(tenant_id=tenant_id, key=key, defaults={"kind": kind})
         if not created:

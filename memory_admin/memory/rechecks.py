@@ -489,7 +489,7 @@ def claim_due(now: datetime | None = None, *, limit: int = 500) -> list[int]:
     now = now or timezone.now()
     if limit <= 0:
         return []
-    due = MemoryRecord.objects.due_for_recheck(now).order_by("recheck_after", "id")
+    due = MemoryRecord.all_objects.live_for_scan().due_for_recheck(now).order_by("recheck_after", "id")
     with transaction.atomic():
         if connection.vendor == "postgresql":
             return _claim_on_postgres(due, now, limit)

@@ -20,10 +20,10 @@ from typing import Any, Literal, cast
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connection, transaction
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Case, Count, F, Q, QuerySet, Value, When
 from django.utils import timezone
 
-from memory_admin.memory.models import MemoryRecord
+from memory_admin.memory.models import HIDDEN_SQL, MemoryRecord, hidden_by_rule
 from memory_admin.memory.rows import unnested, update_objects
 
 Status = MemoryRecord.Status
@@ -68,10 +68,13 @@ def record_stats(tenant_id: int, now: datetime | None = None) -> RecordStats:
 
 def exact_record_stats(tenant_id: int, now: datetime) -> RecordStats:
     """The same figures counted from the records (SQLite; and the reference the maintained ones must equal)."""
-    records = MemoryRecord.all_objects.filter(tenant_id=tenant_id)  # tombstoned ones count as deleted
-    by_status = dict(records.values_list("status").annotate(n=Count("id")).order_by())
+    # Tombstoned records count as deleted (their status is); so do the ones a rule hides until their purge.
+    records = MemoryRecord.all_objects.filter(tenant_id=tenant_id).annotate(
+        counted_as=Case(When(hidden_by_rule(), then=Value(Status.DELETED.value)), default=F("status"))
+    )
+    by_status = dict(records.values_list("counted_as").annotate(n=Count("id")).order_by())
     verified = Q(last_verified_at__isnull=False)
-    due = records.filter(status=Status.ACCEPTED).aggregate(
+    due = records.filter(counted_as=Status.ACCEPTED).aggregate(
         overdue=Count("id", filter=verified & Q(recheck_after__lte=now)),
         due_1d=Count("id", filter=verified & Q(recheck_after__gt=now, recheck_after__lte=now + DAY)),
         due_7d=Count("id", filter=verified & Q(recheck_after__gt=now + DAY, recheck_after__lte=now + 7 * DAY)),
@@ -130,6 +133,7 @@ def _maintained(tenant_id: int, now: datetime) -> RecordStats:
                 (recheck_after >= %(s0)s AND recheck_after < %(s0)s + interval '1 day')
                 OR (recheck_after >= %(s1)s AND recheck_after < %(s1)s + interval '1 day')
                 OR (recheck_after >= %(s7)s AND recheck_after < %(s7)s + interval '1 day'))
+              AND NOT {HIDDEN_SQL.format(t="memory_memoryrecord")}
             GROUP BY 3, 4
             """,
             {
@@ -250,8 +254,9 @@ def recount(tenant_id: int) -> int:
         cursor.execute(
             f"""
             INSERT INTO memory_recordcount (tenant_id, status, verified, due_day, n)
-            SELECT tenant_id, status, last_verified_at IS NOT NULL, {_due_day_sql("recheck_after")}, count(*)
-            FROM memory_memoryrecord WHERE tenant_id = %s GROUP BY 1, 2, 3, 4
+            SELECT tenant_id, CASE WHEN {HIDDEN_SQL.format(t="r")} THEN 'deleted' ELSE status END,
+                   last_verified_at IS NOT NULL, {_due_day_sql("recheck_after")}, count(*)
+            FROM memory_memoryrecord r WHERE tenant_id = %s GROUP BY 1, 2, 3, 4
             RETURNING n
             """,
             [tenant_id],
@@ -356,3 +361,52 @@ def update_objects_counted(records: Sequence[MemoryRecord], attnames: Sequence[s
     )
     with transaction.atomic():
         return _update_counted(u.assignments, locked, [u.params[0], *u.params], source=u.source, match="o.id = v.pk")
+
+
+# --- A deletion's hiding rule (memory.models.RecordHide): counted at acceptance, marked at the purge ----------
+
+
+def count_as_deleted(records: QuerySet[MemoryRecord]) -> int:
+    """Move the counters of `records` (live ones, about to be hidden by a `RecordHide`) to "deleted", rows left
+    as they are: one grouped INSERT of deltas (PostgreSQL; elsewhere there are no counters). Answers how many
+    records were counted. Their purge then marks them with `update_uncounted`, which moves no counter again."""
+    if connection.vendor != "postgresql":
+        return records.count()
+    # Locked, as an UPDATE would lock them: a write that changes one of them meanwhile (its own counter move)
+    # waits for this transaction, whose tombstones then refuse it, or commits first and is counted as it left it.
+    query = records.order_by().select_for_update(of=("self",)).values_list(*_ROW_COLUMNS).query
+    with transaction.atomic(), connection.cursor() as cursor:
+        try:
+            rows, params = query.get_compiler(using=records.db).as_sql()
+        except EmptyResultSet:
+            return 0
+        cursor.execute(
+            f"""
+            WITH hidden AS (SELECT {_key("o", "old")} FROM ({rows}) AS o
+                            (id, tenant_id, status, last_verified_at, recheck_after)),
+            counted AS (
+                INSERT INTO memory_recordcountdelta (tenant_id, status, verified, due_day, delta)
+                SELECT tenant_id, status, verified, due_day, sum(delta) FROM (
+                    SELECT old_tenant, old_status, old_verified, old_day, -1 FROM hidden
+                    UNION ALL
+                    SELECT old_tenant, %s, old_verified, old_day, 1 FROM hidden
+                ) AS m (tenant_id, status, verified, due_day, delta)
+                GROUP BY 1, 2, 3, 4 HAVING sum(delta) <> 0
+            )
+            SELECT count(*) FROM hidden
+            """,
+            [*params, Status.DELETED.value],
+        )
+        return int(cursor.fetchone()[0])
+
+
+def update_uncounted(records: QuerySet[MemoryRecord], **values: Any) -> int:
+    """`records.update(**values)` for records whose counters `count_as_deleted` has already moved: on PostgreSQL
+    the row trigger skips the statement (memory.record_counts = by_statement) and no delta is written."""
+    if connection.vendor != "postgresql":
+        return records.update(**values)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('memory.record_counts', 'by_statement', true)")
+        updated = records.update(**values)
+        cursor.execute("SELECT set_config('memory.record_counts', '', true)")
+    return updated
