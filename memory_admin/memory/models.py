@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import models
+from django.db import connection, models
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
@@ -136,11 +136,11 @@ class RecordQuerySet(models.QuerySet["MemoryRecord"]):
 
     def live_for_scan(self) -> RecordQuerySet:
         """`live` for a large scan an index answers alone (the recheck sweep's claim, on `all_objects`): the rule's
-        condition reads columns no such index holds, so it is added only while some rule exists (one probe of a
-        table that is empty but between a deletion's acceptance and its purge). Without a rule both select the
-        same rows; a rule set just after the probe hides records the caller reads again through `live`."""
+        condition reads columns no such index holds, so on PostgreSQL it is added only while some rule exists
+        (`_rules_may_apply`). Without a rule both select the same rows; a rule set just after the probe hides
+        records the caller reads again through `live`."""
         records = self.filter(tombstoned_at__isnull=True)
-        if RecordHide.objects.exists():
+        if _rules_may_apply(RecordHide.objects.all()):
             return records.filter(~hidden_by_rule())
         return records
 
@@ -151,7 +151,7 @@ class RecordQuerySet(models.QuerySet["MemoryRecord"]):
         has a rule (a deletion between acceptance and purge) they are left out with it."""
         records = self.for_tenant(tenant)
         tenant_id = tenant if isinstance(tenant, int) else tenant.pk
-        if RecordHide.objects.filter(tenant_id=tenant_id).exists():
+        if _rules_may_apply(RecordHide.objects.filter(tenant_id=tenant_id)):
             return records.filter(~hidden_by_rule())
         return records
 
@@ -216,6 +216,13 @@ class RecordHide(models.Model):
         if self.subject_id:
             return records.filter(subject_id=self.subject_id)
         return records.filter(predicate=self.predicate)
+
+
+def _rules_may_apply(rules: models.QuerySet[RecordHide]) -> bool:
+    """Whether a scan that an index answers alone on PostgreSQL must test the hiding rules: there, only while one
+    of `rules` exists (one probe of a table that is empty but during a deletion); elsewhere always (SQLite has no
+    such scan to keep, so no probe is spent)."""
+    return connection.vendor != "postgresql" or rules.exists()
 
 
 def hidden_by_rule() -> Exists:

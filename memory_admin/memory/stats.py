@@ -23,7 +23,7 @@ from django.db import connection, transaction
 from django.db.models import Case, Count, F, Q, QuerySet, Value, When
 from django.utils import timezone
 
-from memory_admin.memory.models import HIDDEN_SQL, MemoryRecord, hidden_by_rule
+from memory_admin.memory.models import HIDDEN_SQL, MemoryRecord, RecordHide, hidden_by_rule
 from memory_admin.memory.rows import unnested, update_objects
 
 Status = MemoryRecord.Status
@@ -251,11 +251,13 @@ def recount(tenant_id: int) -> int:
         cursor.execute("LOCK TABLE memory_memoryrecord IN SHARE MODE")  # no write between the delete and the count
         cursor.execute("DELETE FROM memory_recordcountdelta WHERE tenant_id = %s", [tenant_id])
         cursor.execute("DELETE FROM memory_recordcount WHERE tenant_id = %s", [tenant_id])
+        # Records a deletion's rule hides count as deleted; the test per row only while the tenant has a rule.
+        hidden = RecordHide.objects.filter(tenant_id=tenant_id).exists()
+        status = f"CASE WHEN {HIDDEN_SQL.format(t='r')} THEN 'deleted' ELSE status END" if hidden else "status"
         cursor.execute(
             f"""
             INSERT INTO memory_recordcount (tenant_id, status, verified, due_day, n)
-            SELECT tenant_id, CASE WHEN {HIDDEN_SQL.format(t="r")} THEN 'deleted' ELSE status END,
-                   last_verified_at IS NOT NULL, {_due_day_sql("recheck_after")}, count(*)
+            SELECT tenant_id, {status}, last_verified_at IS NOT NULL, {_due_day_sql("recheck_after")}, count(*)
             FROM memory_memoryrecord r WHERE tenant_id = %s GROUP BY 1, 2, 3, 4
             RETURNING n
             """,
