@@ -332,10 +332,10 @@ def overview(request: HttpRequest) -> HttpResponse:
 def _filtered_records(principal: Principal, data: dict[str, Any], *, counting: bool = False) -> Any:
     """The tenant's live records that match the filters. `counting`: the same set for a count, cheaper to
     count: with a status other than "all", the tombstoned records are already out (a deletion sets status
-    "deleted" together with tombstoned_at; `countable` leaves out the records a deletion's rule still hides),
-    so the count leaves out the tombstoned_at test and PostgreSQL
+    "deleted" together with tombstoned_at), so the count leaves out the tombstoned_at test and PostgreSQL
     counts from an index alone (record_project_field_newest holds the project, predicate and status)
-    rather than visiting the row of every match."""
+    rather than visiting the row of every match; `countable` adds the test of a deletion's hiding rules only
+    while the tenant has one."""
     status = data.get("status") or Status.ACCEPTED
     if counting and status != "all":
         records = MemoryRecord.all_objects.countable(principal.tenant_pk)
