@@ -43,7 +43,8 @@ PREPARED_TESTS := tests/test_cas_write_path.py tests/test_cas_race.py tests/test
 	tests/test_read_paths.py tests/test_facts_current.py tests/test_as_of.py tests/test_future_effective.py \
 	tests/test_history_and_curation.py tests/test_batch.py tests/test_batch_set_based.py tests/test_rows_instances.py \
 	tests/test_deletion.py tests/test_deletion_set_based.py tests/test_tenant_isolation.py tests/test_rls.py \
-	tests/test_stats.py tests/test_counts_by_statement.py tests/test_recheck_claim_due.py tests/test_api_fuzz.py
+	tests/test_stats.py tests/test_counts_by_statement.py tests/test_recheck_claim_due.py tests/test_api_fuzz.py \
+	tests/test_record_hide.py tests/test_tombstone_lift.py
 test-prepared: $(STAMP)
 	DB_SERVER_SIDE_BINDING=1 DB_PREPARE_THRESHOLD=1 $(MAKE) --no-print-directory test \
 		PYTEST_ARGS="$(PYTEST_ARGS) $(PREPARED_TESTS)"
