@@ -15,7 +15,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, models
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Expression, Q
 from django.utils import timezone
 
 from memory_admin.accounts.models import Tenant
@@ -225,24 +225,40 @@ def _rules_may_apply(rules: models.QuerySet[RecordHide]) -> bool:
     return connection.vendor != "postgresql" or rules.exists()
 
 
-def hidden_by_rule() -> Exists:
-    """Whether a `RecordHide` of the record's tenant and project covers the record (for a queryset of records).
-    `HIDDEN_SQL` is the same condition for the statements written as SQL."""
-    rules = RecordHide.objects.filter(
-        tenant_id=OuterRef("tenant_id"),
-        project_id=OuterRef("project_id"),
-        first_id__lte=OuterRef("pk"),
-        last_id__gte=OuterRef("pk"),
-    ).filter(Q(subject_id=OuterRef("subject_id"), predicate="") | Q(subject_id="", predicate=OuterRef("predicate")))
-    return Exists(rules)
-
-
-# `hidden_by_rule` as SQL on the records row aliased `{t}` (the overview's counts, the counters' recount).
+# Whether a `RecordHide` of the record's tenant and project covers the record row aliased `{t}`: the one text of
+# the rule, used by `HiddenByRule` in querysets and as it is in the statements written as SQL (the overview's
+# counts, the counters' recount).
 HIDDEN_SQL = (
     "EXISTS (SELECT 1 FROM memory_recordhide h WHERE h.tenant_id = {t}.tenant_id AND h.project_id = {t}.project_id"
     " AND h.first_id <= {t}.id AND h.last_id >= {t}.id AND ((h.subject_id = {t}.subject_id AND h.predicate = '')"
     " OR (h.subject_id = '' AND h.predicate = {t}.predicate)))"
 )
+
+
+class HiddenByRule(Expression):
+    """`HIDDEN_SQL` on the records row of the query it is compiled in (its base table's alias, `U0` in a
+    subquery), negated by `~`. Written out rather than an `Exists` of a queryset: the live manager adds it to every
+    read, and compiling that subquery cost a list page ~3 ms of Python (4.2 ms to compile the list's query instead
+    of 1.1 ms)."""
+
+    conditional = True
+
+    def __init__(self, negated: bool = False) -> None:
+        super().__init__(output_field=models.BooleanField())
+        self.negated = negated
+
+    def __invert__(self) -> HiddenByRule:  # type: ignore[override]  # (a condition negated, not NegatedExpression)
+        return HiddenByRule(not self.negated)
+
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, tuple[Any, ...]]:
+        alias = compiler.quote_name_unless_alias(compiler.query.get_initial_alias())
+        sql = HIDDEN_SQL.format(t=alias)
+        return (f"NOT {sql}" if self.negated else sql), ()
+
+
+def hidden_by_rule() -> HiddenByRule:
+    """Whether a `RecordHide` covers the record (a condition for a queryset of records; `~` for not)."""
+    return HiddenByRule()
 
 
 class MemoryRecord(models.Model):
