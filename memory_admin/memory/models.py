@@ -132,32 +132,34 @@ class RecordQuerySet(models.QuerySet["MemoryRecord"]):
     def live(self) -> RecordQuerySet:
         """The records reads may return: not tombstoned, and not hidden by a `RecordHide` rule. The one place the
         records' hiding is read (the live manager applies it); `removed` is its complement."""
-        return self.filter(tombstoned_at__isnull=True).filter(~hidden_by_rule())
+        return self.filter(tombstoned_at__isnull=True).filter(~HiddenByRule())
 
     def live_for_scan(self) -> RecordQuerySet:
         """`live` for a large scan an index answers alone (the recheck sweep's claim, on `all_objects`): the rule's
         condition reads columns no such index holds, so on PostgreSQL it is added only while some rule exists
-        (`_rules_may_apply`). Without a rule both select the same rows; a rule set just after the probe hides
+        (`_unhidden_while`). Without a rule both select the same rows; a rule set just after the probe hides
         records the caller reads again through `live`."""
-        records = self.filter(tombstoned_at__isnull=True)
-        if _rules_may_apply(RecordHide.objects.all()):
-            return records.filter(~hidden_by_rule())
-        return records
+        return self.filter(tombstoned_at__isnull=True)._unhidden_while(RecordHide.objects.all())
 
     def countable(self, tenant: Tenant | int) -> RecordQuerySet:
         """The tenant's records for a count by a status other than "deleted" (on `all_objects`): tombstoned
         records are out by their status already (a deletion sets "deleted" with `tombstoned_at`), so an index
         may answer alone; records hidden by a rule keep their status until their purge, so while the tenant
         has a rule (a deletion between acceptance and purge) they are left out with it."""
-        records = self.for_tenant(tenant)
         tenant_id = tenant if isinstance(tenant, int) else tenant.pk
-        if _rules_may_apply(RecordHide.objects.filter(tenant_id=tenant_id)):
-            return records.filter(~hidden_by_rule())
-        return records
+        return self.for_tenant(tenant)._unhidden_while(RecordHide.objects.filter(tenant_id=tenant_id))
+
+    def _unhidden_while(self, rules: models.QuerySet[RecordHide]) -> RecordQuerySet:
+        """These records without the ones a rule hides, the rule tested only where it may apply: on PostgreSQL
+        while one of `rules` exists (one probe of a table that is empty but during a deletion, so that an index
+        may still answer alone); elsewhere always (SQLite has no such scan to keep, so no probe is spent)."""
+        if connection.vendor != "postgresql" or rules.exists():
+            return self.filter(~HiddenByRule())
+        return self
 
     def removed(self) -> RecordQuerySet:
         """The records a deletion took from reads: tombstoned, or hidden by a rule until their purge."""
-        return self.filter(Q(tombstoned_at__isnull=False) | Q(hidden_by_rule()))
+        return self.filter(Q(tombstoned_at__isnull=False) | Q(HiddenByRule()))
 
 
 class LiveRecordManager(models.Manager.from_queryset(RecordQuerySet)):  # type: ignore[misc]
@@ -218,13 +220,6 @@ class RecordHide(models.Model):
         return records.filter(predicate=self.predicate)
 
 
-def _rules_may_apply(rules: models.QuerySet[RecordHide]) -> bool:
-    """Whether a scan that an index answers alone on PostgreSQL must test the hiding rules: there, only while one
-    of `rules` exists (one probe of a table that is empty but during a deletion); elsewhere always (SQLite has no
-    such scan to keep, so no probe is spent)."""
-    return connection.vendor != "postgresql" or rules.exists()
-
-
 # Whether a `RecordHide` of the record's tenant and project covers the record row aliased `{t}`: the one text of
 # the rule, used by `HiddenByRule` in querysets and as it is in the statements written as SQL (the overview's
 # counts, the counters' recount).
@@ -254,11 +249,6 @@ class HiddenByRule(Expression):
         alias = compiler.quote_name_unless_alias(compiler.query.get_initial_alias())
         sql = HIDDEN_SQL.format(t=alias)
         return (f"NOT {sql}" if self.negated else sql), ()
-
-
-def hidden_by_rule() -> HiddenByRule:
-    """Whether a `RecordHide` covers the record (a condition for a queryset of records; `~` for not)."""
-    return HiddenByRule()
 
 
 class MemoryRecord(models.Model):

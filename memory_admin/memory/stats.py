@@ -23,7 +23,7 @@ from django.db import connection, transaction
 from django.db.models import Case, Count, F, Q, QuerySet, Value, When
 from django.utils import timezone
 
-from memory_admin.memory.models import HIDDEN_SQL, MemoryRecord, RecordHide, hidden_by_rule
+from memory_admin.memory.models import HIDDEN_SQL, HiddenByRule, MemoryRecord, RecordHide
 from memory_admin.memory.rows import unnested, update_objects
 
 Status = MemoryRecord.Status
@@ -70,7 +70,7 @@ def exact_record_stats(tenant_id: int, now: datetime) -> RecordStats:
     """The same figures counted from the records (SQLite; and the reference the maintained ones must equal)."""
     # Tombstoned records count as deleted (their status is); so do the ones a rule hides until their purge.
     records = MemoryRecord.all_objects.filter(tenant_id=tenant_id).annotate(
-        counted_as=Case(When(hidden_by_rule(), then=Value(Status.DELETED.value)), default=F("status"))
+        counted_as=Case(When(HiddenByRule(), then=Value(Status.DELETED.value)), default=F("status"))
     )
     by_status = dict(records.values_list("counted_as").annotate(n=Count("id")).order_by())
     verified = Q(last_verified_at__isnull=False)
@@ -282,13 +282,10 @@ def _key(alias: str, prefix: str) -> str:
     )
 
 
-_COUNTED_UPDATE = """
-    WITH moved AS (
-        UPDATE memory_memoryrecord AS t SET {sets}
-        FROM ({rows}) AS o (id, tenant_id, status, last_verified_at, recheck_after){source}
-        WHERE t.id = o.id{match}
-        RETURNING {old_key}, {new_key}
-    ), counted AS (
+# The counter deltas of the rows of the CTE `moved` (old_* and new_* keys), grouped: -1 from each old key, +1 to
+# each new one. Shared by the counted UPDATE and by `count_as_deleted`.
+_MOVED_COUNTED = """
+    counted AS (
         INSERT INTO memory_recordcountdelta (tenant_id, status, verified, due_day, delta)
         SELECT tenant_id, status, verified, due_day, sum(delta) FROM (
             SELECT old_tenant, old_status, old_verified, old_day, -1 FROM moved
@@ -299,6 +296,17 @@ _COUNTED_UPDATE = """
     )
     SELECT count(*) FROM moved
 """
+
+_COUNTED_UPDATE = (
+    """
+    WITH moved AS (
+        UPDATE memory_memoryrecord AS t SET {sets}
+        FROM ({rows}) AS o (id, tenant_id, status, last_verified_at, recheck_after){source}
+        WHERE t.id = o.id{match}
+        RETURNING {old_key}, {new_key}
+    ),"""
+    + _MOVED_COUNTED
+)
 
 
 def _update_counted(sets: str, locked: str, params: Sequence[Any], *, source: str = "", match: str = "") -> int:
@@ -382,23 +390,13 @@ def count_as_deleted(records: QuerySet[MemoryRecord]) -> int:
             rows, params = query.get_compiler(using=records.db).as_sql()
         except EmptyResultSet:
             return 0
-        cursor.execute(
-            f"""
-            WITH hidden AS (SELECT {_key("o", "old")} FROM ({rows}) AS o
-                            (id, tenant_id, status, last_verified_at, recheck_after)),
-            counted AS (
-                INSERT INTO memory_recordcountdelta (tenant_id, status, verified, due_day, delta)
-                SELECT tenant_id, status, verified, due_day, sum(delta) FROM (
-                    SELECT old_tenant, old_status, old_verified, old_day, -1 FROM hidden
-                    UNION ALL
-                    SELECT old_tenant, %s, old_verified, old_day, 1 FROM hidden
-                ) AS m (tenant_id, status, verified, due_day, delta)
-                GROUP BY 1, 2, 3, 4 HAVING sum(delta) <> 0
-            )
-            SELECT count(*) FROM hidden
-            """,
-            [*params, Status.DELETED.value],
+        # Each row's key moves to the same key with the status "deleted".
+        moved = (
+            f"SELECT {_key('o', 'old')}, o.tenant_id AS new_tenant, %s AS new_status, "
+            f"(o.last_verified_at IS NOT NULL) AS new_verified, {_due_day_sql('o.recheck_after')} AS new_day "
+            f"FROM ({rows}) AS o (id, tenant_id, status, last_verified_at, recheck_after)"
         )
+        cursor.execute(f"WITH moved AS ({moved}),{_MOVED_COUNTED}", [Status.DELETED.value, *params])
         return int(cursor.fetchone()[0])
 
 
