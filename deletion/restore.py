@@ -10,12 +10,14 @@ import os
 import shutil
 import subprocess
 from collections import defaultdict
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from django.db import connection, connections, transaction
+from django.db.models import Q
 
-from deletion import ledger, stores
+from deletion import ledger, stores, tombstones
 from deletion.backups import backup_credentials
 from deletion.models import Tombstone
 from deletion.stores import Job, Scope
@@ -79,7 +81,9 @@ def _replay_tenant(tenant_id: int, entries: list[dict[str, Any]]) -> dict[str, A
     by_request: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for entry in missing:
         by_request[entry["request_public_id"]].append(entry)
+    with_record_lines = {e["request_public_id"] for e in entries if e["kind"] == Tombstone.Kind.RECORD}
     purged: dict[str, int] = defaultdict(int)
+    written = len(missing)
     with transaction.atomic():
         Tombstone.objects.bulk_create(
             [Tombstone(**{k: e[k] for k in ledger.FIELDS}, request=None) for e in missing]  # type: ignore[misc]
@@ -88,6 +92,14 @@ def _replay_tenant(tenant_id: int, entries: list[dict[str, Any]]) -> dict[str, A
             tenant_id = entries[0]["tenant_id"]
             memory_ids = [e["memory_id"] for e in entries if e["kind"] == Tombstone.Kind.RECORD]
             records = list(MemoryRecord.all_objects.filter(tenant_id=tenant_id, memory_id__in=memory_ids))
+            if public_id not in with_record_lines:
+                # A subject's or a predicate's request whose purge had not started: its records' tombstones were
+                # never written (the rule hiding them stood for them), so its scope line finds them.
+                for entry in entries:
+                    if entry["kind"] != Tombstone.Kind.RECORD:
+                        covered = _records_of_scope_line(tenant_id, entry)
+                        records += covered
+                        written += len(covered)  # one tombstone each
             for project_id in {r.project_id for r in records}:
                 project = Project.objects.get(pk=project_id)
                 mine = [r for r in records if r.project_id == project_id]
@@ -112,4 +124,44 @@ def _replay_tenant(tenant_id: int, entries: list[dict[str, Any]]) -> dict[str, A
                         targets=found[name].targets,
                     )
                     purged[name] += store.purge(job)
-    return {"tombstones_replayed": len(missing), "purged": dict(purged)}
+    return {"tombstones_replayed": written, "purged": dict(purged)}
+
+
+def _records_of_scope_line(tenant_id: int, entry: dict[str, Any]) -> list[MemoryRecord]:
+    """The records a subject's or a predicate's ledger line covers: those recorded before it whose project and
+    subject (or predicate) give its keyed hash (the line holds no identifier, so every pair is hashed and
+    compared). Their own tombstones are written here, as the purge would have written them."""
+    by_subject = entry["kind"] == Tombstone.Kind.SUBJECT
+    name = "subject_id" if by_subject else "predicate"
+    digest = tombstones.subject_scope if by_subject else tombstones.predicate_scope
+    created_at = datetime.fromisoformat(entry["created_at"])
+    before = MemoryRecord.all_objects.filter(tenant_id=tenant_id, recorded_from__lte=created_at)
+    pairs = before.values_list("project__key", name).distinct()
+    matching = [
+        (project, value) for project, value in pairs if digest(tenant_id, project, value) == entry["scope_hash"]
+    ]
+    if not matching:
+        return []
+    wanted = Q(pk__in=[])
+    for project, value in matching:
+        wanted |= Q(project__key=project, **{name: value})
+    records = list(before.filter(wanted).select_related("project").order_by("id"))
+    stones = []
+    for project in {r.project.key for r in records}:
+        rows = tombstones.record_rows(tenant_id, project, [r for r in records if r.project.key == project])
+        stones += [
+            Tombstone(
+                tenant_id=tenant_id,
+                request=None,
+                request_public_id=entry["request_public_id"],
+                kind=kind,
+                memory_id=memory_id,
+                scope_hash=fact,
+                value_hash=value_hash,
+                source_hash=source_hash,
+                created_at=created_at,
+            )
+            for kind, memory_id, fact, value_hash, source_hash in rows
+        ]
+    Tombstone.objects.bulk_create(stones)
+    return records

@@ -28,12 +28,12 @@ from django.utils import timezone
 from deletion import ledger, stores, task_refs, tombstones
 from deletion.models import Backup, DeletionRequest, StoreProgress, Tombstone
 from deletion.stores import PENDING_TARGETS, Scope, job_for, scope_records
-from deletion.stores.records import mark_hidden
+from deletion.stores.records import hides_by_rule, mark_hidden
 from memory_admin.accounts.models import Principal
 from memory_admin.derived.propagation import NOTICES, propagate_set
 from memory_admin.memory import audit, validation
 from memory_admin.memory.errors import DomainError, Forbidden, InvalidInput, InvalidState, NotFound
-from memory_admin.memory.models import MemoryRecord, Project
+from memory_admin.memory.models import MemoryRecord, Project, RecordHide
 from memory_admin.queueing import enqueue_after_commit
 
 ScopeKind = DeletionRequest.ScopeKind
@@ -411,9 +411,11 @@ def _accept(request: DeletionRequest, scope: Scope) -> None:
         scope_hash = tombstones.predicate_scope(request.tenant_id, scope.project_key, request.scope_value)
     else:
         scope_hash = ""
-    # One INSERT for the records' tombstones (the keyed hashes are computed here: the key never reaches
-    # the database) and the scope's own, with no model instances.
-    entries = tombstones.insert_for_request(request, scope, now, scope_hash=scope_hash)
+    # One INSERT for the scope's tombstone and the records' (the keyed hashes are computed here: the key never
+    # reaches the database), with no model instances. Records hidden by a rule get theirs when their purge starts
+    # (`mark_hidden`); until then the refusals read the hidden rows as those tombstones.
+    records = [] if hides_by_rule(scope) else scope.records
+    entries = tombstones.insert_for_request(request, scope.project_key, records, now, scope_hash=scope_hash)
     ledger.append_entries_after_commit(entries)
     # Dependants learn first, while the records still read as themselves: a notice to every agent holding a
     # copy. The rest of the propagation is the stores' hiding below: summaries withdrawn and scheduled
@@ -465,11 +467,15 @@ def find_pending(request_id: int) -> int:
 
 
 def tombstoned_scope(request: DeletionRequest) -> Scope:
-    """The scope a request resolved at acceptance: the records it left a tombstone for."""
+    """The scope a request resolved at acceptance: the records it left a tombstone for, or hid by a rule whose
+    tombstones wait for the purge."""
     stones = Tombstone.objects.filter(request=request, kind=Tombstone.Kind.RECORD).values("memory_id")
     records = MemoryRecord.all_objects.filter(
         tenant_id=request.tenant_id, project_id=request.project_id, memory_id__in=stones
-    ).order_by("id")
+    )
+    for rule in RecordHide.objects.filter(tenant_id=request.tenant_id, hidden_by=request.public_id):
+        records = records | rule.covered()
+    records = records.order_by("id")
     return Scope(
         tenant_id=request.tenant_id,
         project_id=request.project_id,

@@ -15,17 +15,19 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import Q
 
 from deletion import ledger
 from deletion.models import DeletionRequest, RefusedWrite, Tombstone
 from memory_admin.derived.models import Event
-from memory_admin.memory import rows
+from memory_admin.memory import rows, stats
 from memory_admin.memory.errors import DomainError, Tombstoned
 from memory_admin.memory.hooks import FactWrite
+from memory_admin.memory.models import HiddenByRule, MemoryRecord, RecordHide
 
 
 def keyed(*parts: Any) -> str:
@@ -61,32 +63,42 @@ def source_digest(ref: str, revision: str) -> str:
     return keyed("source", ref, revision)
 
 
-if TYPE_CHECKING:
-    from deletion.stores.base import Scope
+StoneRow = tuple[str, str, str, str, str]  # kind, memory_id, scope_hash, value_hash, source_hash
+# The record fields a tombstone is made of (a record, a deletion's ScopeRecord, or a named row of these).
+STONE_FIELDS = ("memory_id", "subject_id", "predicate", "value", "source_canonical_ref", "source_revision")
 
 
-def insert_for_request(
-    request: DeletionRequest, scope: Scope, now: datetime, *, scope_hash: str = ""
-) -> list[dict[str, Any]]:
-    """The request's tombstones in one INSERT ... SELECT over a JSON array of the hashes: one per record of
-    the scope (its fact key, value and source), and one for the scope itself when `scope_hash` is given
-    (a subject or a predicate). No model instance is built; the keyed hashes are computed here, so the key
-    never reaches the database. Answers the ledger's entries (content-free)."""
+def record_rows(tenant_id: int, project_key: str, records: Iterable[Any]) -> list[StoneRow]:
+    """The tombstone of each record (its fact key, value and source, as keyed hashes; no model instance). The
+    fact key's and the source's hashes are computed once each, however many revisions share them."""
     facts: dict[tuple[str, str], str] = {}
     sources: dict[tuple[str, str], str] = {}
-    rows: list[tuple[str, str, str, str, str]] = []
-    for r in scope.records:
+    rows: list[StoneRow] = []
+    for r in records:
         fact = facts.get((r.subject_id, r.predicate))
         if fact is None:  # one per fact key, whatever its revisions
-            fact = facts[r.subject_id, r.predicate] = fact_scope(
-                request.tenant_id, scope.project_key, r.subject_id, r.predicate
-            )
+            fact = facts[r.subject_id, r.predicate] = fact_scope(tenant_id, project_key, r.subject_id, r.predicate)
         source = sources.get((r.source_canonical_ref, r.source_revision))
         if source is None:
             source = sources[r.source_canonical_ref, r.source_revision] = source_digest(
                 r.source_canonical_ref, r.source_revision
             )
         rows.append((Tombstone.Kind.RECORD, r.memory_id, fact, value_digest(r.value), source))
+    return rows
+
+
+def insert_for_request(
+    request: DeletionRequest, project_key: str, records: Iterable[Any], created_at: datetime, *, scope_hash: str = ""
+) -> list[dict[str, Any]]:
+    """The request's tombstones in one INSERT ... SELECT over a JSON array of the hashes: one per record given
+    (its fact key, value and source), and one for the scope itself when `scope_hash` is given (a subject or a
+    predicate). The keyed hashes are computed here, so the key never reaches the database. Answers the ledger's
+    entries (content-free).
+
+    A subject's or a predicate's records get theirs when their purge starts (`deletion.stores.records.mark_hidden`),
+    not at acceptance: until then the rule that hides them (memory.RecordHide) stands for them, and the refusals
+    read the hidden rows as these tombstones (`pending_record_stones`)."""
+    rows = record_rows(request.tenant_id, project_key, records)
     if scope_hash:
         kind = (
             Tombstone.Kind.SUBJECT
@@ -95,7 +107,7 @@ def insert_for_request(
         )
         rows.append((kind, "", scope_hash, "", ""))
     if rows:
-        _insert_rows(request, rows, now)
+        _insert_rows(request.tenant_id, request.pk, request.public_id, rows, created_at)
     return [
         ledger.entry_of(
             tenant_id=request.tenant_id,
@@ -105,13 +117,15 @@ def insert_for_request(
             value_hash=value_hash,
             source_hash=source,
             request_public_id=request.public_id,
-            created_at=now,
+            created_at=created_at,
         )
         for kind, memory_id, fact, value_hash, source in rows
     ]
 
 
-def _insert_rows(request: DeletionRequest, rows: list[tuple[str, str, str, str, str]], now: datetime) -> None:
+def _insert_rows(
+    tenant_id: int, request_pk: int | None, request_public_id: str, rows: list[StoneRow], now: datetime
+) -> None:
     """One statement whatever the number of rows: the rows travel as one JSON parameter (not 10,000 x 12
     bound values) and are expanded by the database (json_array_elements on PostgreSQL, json_each on SQLite)."""
     q = connection.ops.quote_name
@@ -127,22 +141,103 @@ def _insert_rows(request: DeletionRequest, rows: list[tuple[str, str, str, str, 
     )
     created = connection.ops.adapt_datetimefield_value(now)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [request.tenant_id, request.pk, request.public_id, created, json.dumps(rows)])
+        cursor.execute(sql, [tenant_id, request_pk, request_public_id, created, json.dumps(rows)])
 
 
 def live() -> Any:
     return Tombstone.objects.filter(lifted_at__isnull=True)
 
 
-def tombstoned_memory_ids(tenant_id: int, memory_ids: Iterable[str]) -> set[str]:
-    ids = [m for m in memory_ids if m]
+def pending_record_stones(
+    tenant_id: int,
+    *,
+    memory_ids: Iterable[str] = (),
+    facts: Iterable[tuple[str, str, str]] = (),
+    rules_exist: bool | None = None,
+) -> list[Tombstone]:
+    """The records of `memory_ids` or of `facts` (project key, subject, predicate) that a deletion's rule hides
+    until their purge writes their tombstones (memory.RecordHide), as those tombstones will read: unsaved rows
+    (`pending_purge`, never saved) with the record's hashes, and the id, request and date of the request's scope
+    tombstone, which a refusal names. So a write of deleted content is refused the same way before the purge as
+    after it. One probe of the rule table, and no more while the tenant has no rule (`rules_exist` False: the
+    caller has probed already)."""
+    ids = {m for m in memory_ids if m}
+    keys = set(facts)
+    if rules_exist is False or not (ids or keys):
+        return []
+    rules = list(RecordHide.objects.filter(tenant_id=tenant_id).select_related("project").order_by("id"))
+    if not rules:
+        return []
+    scope_stones = {
+        s.request_public_id: s
+        for s in live()
+        .filter(
+            tenant_id=tenant_id,
+            kind__in=(Tombstone.Kind.SUBJECT, Tombstone.Kind.PREDICATE),
+            request_public_id__in={r.hidden_by for r in rules},
+        )
+        .select_related("request__project")
+    }
+    wanted = Q(memory_id__in=ids) if ids else Q(pk__in=[])
+    for project_key, subject_id, predicate in keys:
+        wanted |= Q(project__key=project_key, subject_id=subject_id, predicate=predicate)
+    stones: list[Tombstone] = []
+    for rule in rules:
+        scope_stone = scope_stones.get(rule.hidden_by)
+        if scope_stone is None:  # lifted: its records were marked and given their own tombstones then
+            continue
+        records = (
+            rule.covered()  # in any state: a write to the fact may have settled them (`_settle`)
+            .filter(wanted)
+            .order_by("id")
+            .values_list(*STONE_FIELDS, named=True)
+        )
+        for kind, memory_id, fact, value_hash, source_hash in record_rows(tenant_id, rule.project.key, records):
+            stone = Tombstone(
+                pk=scope_stone.pk,
+                tenant_id=tenant_id,
+                request=scope_stone.request,
+                request_public_id=scope_stone.request_public_id,
+                kind=kind,
+                memory_id=memory_id,
+                scope_hash=fact,
+                value_hash=value_hash,
+                source_hash=source_hash,
+                created_at=rule.created_at,
+            )
+            stone.pending_purge = True  # type: ignore[attr-defined]
+            stones.append(stone)
+    return stones
+
+
+def record_stones(tenant_id: int, memory_ids: Iterable[str]) -> dict[str, Tombstone]:
+    """The live tombstone of each of `memory_ids` that has one (the oldest), written or pending its purge."""
+    ids = {m for m in memory_ids if m}
     if not ids:
-        return set()
-    return set(
+        return {}
+    found: dict[str, Tombstone] = {}
+    for stone in (
         live()
         .filter(tenant_id=tenant_id, kind=Tombstone.Kind.RECORD, memory_id__in=ids)
-        .values_list("memory_id", flat=True)
-    )
+        .select_related("request__project")
+        .order_by("pk")
+    ):
+        found.setdefault(stone.memory_id, stone)
+    for stone in pending_record_stones(tenant_id, memory_ids=ids - found.keys()):
+        found.setdefault(stone.memory_id, stone)
+    return found
+
+
+def deleted_record_count(tenant_id: int) -> int:
+    """How many records are under a live tombstone: written, or pending the purge of records a rule hides."""
+    written = live().filter(tenant_id=tenant_id, kind=Tombstone.Kind.RECORD).count()
+    if not RecordHide.objects.filter(tenant_id=tenant_id).exists():
+        return written
+    return written + MemoryRecord.all_objects.filter(tenant_id=tenant_id).filter(HiddenByRule()).count()
+
+
+def tombstoned_memory_ids(tenant_id: int, memory_ids: Iterable[str]) -> set[str]:
+    return set(record_stones(tenant_id, memory_ids))
 
 
 @contextmanager
@@ -172,11 +267,9 @@ def _refuse(stone: Tombstone, why: str) -> None:
 
 def refuse_derived_from(tenant_id: int, memory_ids: Iterable[str], what: str) -> None:
     """A write derived from a deleted item."""
-    ids = [m for m in memory_ids if m]
-    if not ids:
-        return
-    stone = live().filter(tenant_id=tenant_id, kind=Tombstone.Kind.RECORD, memory_id__in=ids).first()
-    if stone is not None:
+    stones = record_stones(tenant_id, memory_ids)
+    if stones:
+        stone = min(stones.values(), key=lambda s: s.pk)
         _refuse(stone, f"{what} is derived from deleted memory {stone.memory_id}")
 
 
@@ -185,28 +278,48 @@ def assertion_refusals(writes: Sequence[FactWrite]) -> dict[int, Tombstoned]:
     deleted value of the fact, coming from the very source revision that was deleted, or extracted from
     redacted log lines. A new value from a new source is accepted. One query per kind of check for all the
     writes (memory.batch guards a thousand at once; `guard_assertion` one)."""
+    return _checked(writes)[0]
+
+
+def _checked(writes: Sequence[FactWrite]) -> tuple[dict[int, Tombstoned], list[Tombstone]]:
+    """`assertion_refusals`, and the pending tombstones (records a rule hides) of the facts the accepted writes
+    are about."""
     refusals: dict[int, Tombstoned] = {}
+    hidden: list[Tombstone] = []
     by_tenant: dict[int, list[int]] = {}
     for i, write in enumerate(writes):
         by_tenant.setdefault(write.tenant_id, []).append(i)
     for tenant_id, indexes in by_tenant.items():
-        _refusals_of_tenant(tenant_id, [(i, writes[i]) for i in indexes], refusals)
-    return refusals
+        hidden += _refusals_of_tenant(tenant_id, [(i, writes[i]) for i in indexes], refusals)
+    return refusals, hidden
 
 
-def _refusals_of_tenant(tenant_id: int, writes: list[tuple[int, FactWrite]], refusals: dict[int, Tombstoned]) -> None:
+def _refusals_of_tenant(
+    tenant_id: int, writes: list[tuple[int, FactWrite]], refusals: dict[int, Tombstoned]
+) -> list[Tombstone]:
     derived = {i: [d.get("memory_id", "") for d in w.derived_from if d.get("memory_id")] for i, w in writes}
     wanted = {m for ids in derived.values() for m in ids}
-    record_stones: dict[str, Tombstone] = {}
+    by_memory_id: dict[str, Tombstone] = {}
     if wanted:
         for stone in (
             live().filter(tenant_id=tenant_id, kind=Tombstone.Kind.RECORD, memory_id__in=wanted).order_by("pk")
         ):
-            record_stones.setdefault(stone.memory_id, stone)
+            by_memory_id.setdefault(stone.memory_id, stone)
     scopes = {i: fact_scope(tenant_id, w.project_id, w.subject_id, w.predicate) for i, w in writes}
     fact_stones: dict[str, list[Tombstone]] = {}
-    for stone in _live_stones_of_scopes(tenant_id, set(scopes.values())):
+    written, rules_exist = _live_stones_of_scopes(tenant_id, set(scopes.values()))
+    # The records a rule hides until their purge count as tombstoned: their tombstones, pending, join the written.
+    pending = pending_record_stones(
+        tenant_id,
+        memory_ids=wanted - by_memory_id.keys(),
+        facts={(w.project_id, w.subject_id, w.predicate) for _, w in writes},
+        rules_exist=rules_exist,
+    )
+    for stone in written + pending:
         fact_stones.setdefault(stone.scope_hash, []).append(stone)
+    for stone in pending:
+        if stone.memory_id in wanted:
+            by_memory_id.setdefault(stone.memory_id, stone)
     cited = {e for _, w in writes for e in w.event_ids if e}
     removed_events: set[str] = set()
     if cited:
@@ -215,7 +328,7 @@ def _refusals_of_tenant(tenant_id: int, writes: list[tuple[int, FactWrite]], ref
         )
     latest = live().filter(tenant_id=tenant_id).order_by("-id").first() if removed_events else None
     for i, w in writes:
-        deleted_bases = [record_stones[m] for m in derived[i] if m in record_stones]
+        deleted_bases = [by_memory_id[m] for m in derived[i] if m in by_memory_id]
         if deleted_bases:
             stone = min(deleted_bases, key=lambda s: s.pk)
             refusals[i] = _refusal(stone, f"This fact is derived from deleted memory {stone.memory_id}")
@@ -240,39 +353,68 @@ def _refusals_of_tenant(tenant_id: int, writes: list[tuple[int, FactWrite]], ref
                 continue
         if latest is not None and any(e in removed_events for e in w.event_ids):
             refusals[i] = _refusal(latest, "it is extracted from log lines a deletion removed")
+    accepted = {scopes[i] for i, _ in writes if i not in refusals}
+    return [s for s in pending if s.scope_hash in accepted]
 
 
-def _live_stones_of_scopes(tenant_id: int, scopes: set[str]) -> list[Tombstone]:
-    """The live tombstones of `scopes`, oldest first. One scope (every single write asks this) is one statement
-    built once (memory.rows), not a queryset compiled per write; a batch's many scopes, the queryset."""
+def _live_stones_of_scopes(tenant_id: int, scopes: set[str]) -> tuple[list[Tombstone], bool | None]:
+    """The live tombstones of `scopes`, oldest first, and whether the tenant has a record hiding rule (None: not
+    probed). One scope (every single write asks this) is one statement built once (memory.rows), not a queryset
+    compiled per write, and it probes the rules in the same round trip; a batch's many scopes, the queryset."""
     if len(scopes) != 1:
-        return list(live().filter(tenant_id=tenant_id, scope_hash__in=scopes).order_by("pk"))
+        return list(live().filter(tenant_id=tenant_id, scope_hash__in=scopes).order_by("pk")), None
     with connection.cursor() as cursor:
-        cursor.execute(_one_scope_sql(), [tenant_id, next(iter(scopes))])
-        return [rows.load(Tombstone, row) for row in cursor.fetchall()]
+        cursor.execute(_one_scope_sql(), [tenant_id, tenant_id, next(iter(scopes))])
+        found = cursor.fetchall()
+    # Always one row at least (the LEFT JOIN): the probe, then the stone's columns, NULL when there is none.
+    return [rows.load(Tombstone, row[1:]) for row in found if row[1] is not None], bool(found[0][0])
 
 
 @functools.cache
 def _one_scope_sql() -> str:
     q = connection.ops.quote_name
     return (
-        f"SELECT {rows.select_list(Tombstone, 's')} FROM {q(Tombstone._meta.db_table)} s "
-        f"WHERE s.{q('lifted_at')} IS NULL AND s.{q('tenant_id')} = %s AND s.{q('scope_hash')} = %s "
+        f"SELECT EXISTS (SELECT 1 FROM {q(RecordHide._meta.db_table)} h WHERE h.{q('tenant_id')} = %s), "
+        f"{rows.select_list(Tombstone, 's')} FROM (SELECT 1 AS one) AS one "
+        f"LEFT JOIN {q(Tombstone._meta.db_table)} s ON s.{q('lifted_at')} IS NULL "
+        f"AND s.{q('tenant_id')} = %s AND s.{q('scope_hash')} = %s "
         f"ORDER BY s.{q('id')}"
     )
 
 
 def guard_assertion(write: FactWrite) -> None:
     """Memory's assertion guard (registered in DeletionConfig.ready): `assertion_refusals` of what the
-    assertion is about to write, inside its transaction with the fact locked."""
-    refusal = assertion_refusals([write]).get(0)
-    if refusal is not None:
-        raise refusal
+    assertion is about to write, inside its transaction with the fact locked; if accepted, the fact's records a
+    rule hides are settled first (`_settle`)."""
+    refusals, hidden = _checked([write])
+    if 0 in refusals:
+        raise refusals[0]
+    _settle(write.tenant_id, hidden)
 
 
 def guard_assertions(writes: Sequence[FactWrite]) -> dict[int, DomainError]:
     """The set form of `guard_assertion` for memory.batch (registered as its batch form): refusals by index."""
-    return dict(assertion_refusals(writes))
+    refusals, hidden = _checked(writes)
+    for tenant_id in {w.tenant_id for w in writes}:
+        _settle(tenant_id, [s for s in hidden if s.tenant_id == tenant_id])
+    return dict(refusals)
+
+
+def _settle(tenant_id: int, hidden: list[Tombstone]) -> None:
+    """Mark the records of a fact about to be written that a deletion's rule hides (memory.RecordHide), as the
+    purge will mark them (counted as deleted already): the write then finds the fact without them, as after the
+    purge, instead of finding a deleted record as its current one (and a head the new one may not join). They stay
+    covered by the rule, so their pending tombstones still refuse their content until the purge writes them."""
+    by_moment: dict[datetime, set[str]] = {}
+    for stone in hidden:
+        by_moment.setdefault(stone.created_at, set()).add(stone.memory_id)
+    for moment, memory_ids in by_moment.items():
+        stats.update_uncounted(
+            MemoryRecord.all_objects.filter(tenant_id=tenant_id, memory_id__in=memory_ids, tombstoned_at__isnull=True),
+            tombstoned_at=moment,
+            status=MemoryRecord.Status.DELETED,
+            is_head=False,
+        )
 
 
 def refuse_event(tenant_id: int, project: str, subject_ids: Iterable[str], occurred_at: Any) -> None:

@@ -12,10 +12,11 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from deletion import stores
+from deletion import stores, tombstones
 from deletion.models import DeletionRequest, StoreProgress, Tombstone
 from deletion.service import _file, find_pending, request_deletion, resolve_scope
 from deletion.stores import PENDING_TARGETS
+from deletion.stores.records import mark_hidden
 from deletion.tasks import purge_store
 from memory_admin.accounts.services import ensure_principal
 from memory_admin.derived import caches, lineage
@@ -200,7 +201,12 @@ def test_acceptance_hides_by_the_scope_and_leaves_the_finds_to_the_purge(
     assert ScheduledAction.objects.filter(status="cancelled").count() == 3
     assert Invalidation.objects.filter(agent=other_agent, reason__contains=request.public_id).count() == 3
     assert cache.get_many(made["keys"][:3]) == {} and cache.get(made["keys"][3]) is not None
-    assert Tombstone.objects.filter(request=request, kind="record").count() == 6
+    # The records' own tombstones wait for the purge; until then the rule stands for them (the refusals read the
+    # hidden rows as the tombstones they will be).
+    assert not Tombstone.objects.filter(request=request, kind="record").exists()
+    assert Tombstone.objects.filter(request=request, kind="subject").count() == 1
+    pending = tombstones.pending_record_stones(agent.tenant_id, memory_ids=[r.memory_id for r in records_of("p-1")])
+    assert len(pending) == 6 and {s.request_public_id for s in pending} == {request.public_id}
     rows = {p.store: p for p in request.stores.all()}
     assert rows["records"].hidden == 6
     assert rows["logs"].hidden == 1 and rows["summaries"].hidden == 3 and rows["scheduled_actions"].hidden == 3
@@ -344,8 +350,8 @@ def test_memory_ids_and_predicate_scopes_hide_only_what_they_name(agent, complia
 
 
 def test_the_tombstones_written_in_one_statement_carry_the_hashes_the_write_guards_compute(agent, compliance):
-    from deletion import tombstones
-
+    """Acceptance writes the subject's tombstone alone; the records' tombstones are written in one statement when
+    the purge starts, with the hashes the write guards compute, which the pending ones carried before."""
     values = ['Zoë\'s price: 1,350 € ("final")\n', {"b": [1, 2.5, None], "a": "ü"}, 42]
     records = [fact(agent, "p-1", f"field_{i}", value) for i, value in enumerate(values)]
     records.append(fact(agent, "p-1", "field_0", "a second value", "2", expected=1))
@@ -353,9 +359,23 @@ def test_the_tombstones_written_in_one_statement_carry_the_hashes_the_write_guar
         request = request_deletion(compliance, project_id=PROJECT, scope={"subject_id": "p-1"}, reason="Erasure")
     assert isinstance(request, DeletionRequest)
     inserts = [q["sql"] for q in queries.captured_queries if q["sql"].startswith('INSERT INTO "deletion_tombstone"')]
-    assert len(inserts) == 1  # every tombstone of the request, the subject's included
+    assert len(inserts) == 1 and list(Tombstone.objects.values_list("kind", flat=True)) == ["subject"]
+    subject = Tombstone.objects.get(request=request, kind="subject")
+    assert subject.scope_hash == tombstones.subject_scope(agent.tenant_id, PROJECT, "p-1") and subject.memory_id == ""
+    pending = {
+        s.memory_id: s
+        for s in tombstones.pending_record_stones(agent.tenant_id, memory_ids=[r.memory_id for r in records])
+    }
+    # Refused before the purge: the deleted value of the fact, even a structured one with its keys reordered.
+    with pytest.raises(Tombstoned):
+        fact(agent, "p-1", "field_1", {"a": "ü", "b": [1, 2.5, None]}, "9")
+
+    with CaptureQueriesContext(connection) as queries:
+        mark_hidden(agent.tenant_id, request.public_id)  # the records' purge starts with it
+    inserts = [q["sql"] for q in queries.captured_queries if q["sql"].startswith('INSERT INTO "deletion_tombstone"')]
+    assert len(inserts) == 1  # every record's tombstone
     stones = {s.memory_id: s for s in Tombstone.objects.filter(request=request, kind="record")}
-    assert set(stones) == {r.memory_id for r in records}
+    assert set(stones) == set(pending) == {r.memory_id for r in records}
     for r in records:
         stone = stones[r.memory_id]
         assert stone.scope_hash == tombstones.fact_scope(r.tenant_id, PROJECT, r.subject_id, r.predicate)
@@ -364,11 +384,14 @@ def test_the_tombstones_written_in_one_statement_carry_the_hashes_the_write_guar
         assert (
             stone.request_public_id == request.public_id and stone.lifted_at is None and stone.tenant_id == r.tenant_id
         )
-    subject = Tombstone.objects.get(request=request, kind="subject")
-    assert subject.scope_hash == tombstones.subject_scope(agent.tenant_id, PROJECT, "p-1") and subject.memory_id == ""
-    # And the write guards match them: the deleted value of the fact, even a structured one, is refused.
-    from memory_admin.memory.errors import Tombstoned
-
+        assert (stone.scope_hash, stone.value_hash, stone.source_hash, stone.created_at) == (
+            pending[r.memory_id].scope_hash,
+            pending[r.memory_id].value_hash,
+            pending[r.memory_id].source_hash,
+            pending[r.memory_id].created_at,
+        )
+    assert not RecordHide.objects.exists()
+    # And refused after it, by the written tombstones.
     with pytest.raises(Tombstoned):
         fact(agent, "p-1", "field_1", {"a": "ü", "b": [1, 2.5, None]}, "9")
 

@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from deletion.models import DeletionRequest
+from deletion.models import DeletionRequest, RefusedWrite, Tombstone
 from deletion.service import approve, request_deletion
 from memory_admin.accounts.services import ensure_principal
 from memory_admin.derived import caches
@@ -19,7 +19,7 @@ from memory_admin.derived.models import CacheEntry
 from memory_admin.memory import reads, rechecks, stats
 from memory_admin.memory.actions import Assertion, assert_fact
 from memory_admin.memory.models import MemoryRecord, Project, RecordHide
-from tests.conftest import at, run_purge
+from tests.conftest import at, body, run_purge
 
 PROJECT = "project-a"
 
@@ -155,3 +155,106 @@ def test_the_overview_counts_hidden_records_as_deleted_and_the_purge_moves_nothi
     purged = stats.record_stats(agent.tenant_id)
     assert purged.by_status["deleted"] == before.by_status["deleted"]
     assert purged.by_status == stats.exact_record_stats(agent.tenant_id, timezone.now()).by_status
+
+
+def assertion(subject: str, predicate: str, value: str, source_ref: str, revision: str, **kw) -> dict:
+    return body(
+        Assertion(
+            project_id=kw.pop("project", PROJECT),
+            subject_id=subject,
+            predicate=predicate,
+            value=value,
+            valid_from=at(10, 3),
+            source_canonical_ref=source_ref,
+            source_revision=revision,
+            **kw,
+        )
+    )
+
+
+def test_before_the_purge_the_hidden_records_refuse_their_content_as_their_tombstones_will(
+    api, agent, compliance, facts
+):
+    """The records' own tombstones are written when the purge starts; until then the rule's hidden rows stand for
+    them: a write of a deleted value, from a deleted source revision, or derived from a deleted record is refused
+    (410) and logged against the request's subject tombstone, exactly as after the purge."""
+    request = delete(compliance, {"subject_id": "p-1"})
+    subject_stone = Tombstone.objects.get(request=request)
+    assert subject_stone.kind == "subject" and not Tombstone.objects.filter(kind="record").exists()
+    client = api(agent)
+    refused = {
+        "a deleted value, from a new source": assertion("p-1", "phone", "first phone of p-1", "crm:new", "1"),
+        "a new value, from a deleted source revision": assertion("p-1", "email", "new@example.org", "crm:p-1", "2"),
+    }
+    for why, data in refused.items():
+        response = client.post("/api/v1/records/", data, format="json")
+        assert response.status_code == 410 and response.json()["code"] == "tombstoned", (why, response.json())
+        assert request.public_id in response.json()["detail"]
+    assert RefusedWrite.objects.filter(tombstone=subject_stone).count() == 2
+    head = next(r for r in facts["p-1"] if r.is_head)
+    summary = client.post(
+        "/api/v1/summaries/",
+        {"project_id": PROJECT, "text": "p-1's phone", "derived_from": [{"memory_id": head.memory_id, "revision": 2}]},
+        format="json",
+    )
+    assert summary.status_code == 410 and head.memory_id in summary.json()["detail"], summary.json()
+    # A write to a hidden fact finds it without its deleted records, as after the purge: no deleted record answers
+    # as its current one (a 409's `current`), and a new value starts the fact again.
+    stale = client.post(
+        "/api/v1/records/",
+        assertion("p-1", "phone", "+81 3 0000", "crm:new", "2", expected_revision=2),
+        format="json",
+    )
+    assert stale.status_code == 409 and stale.json()["current"] is None, stale.json()
+    assert "of p-1" not in stale.content.decode()
+    fresh = client.post("/api/v1/records/", assertion("p-1", "phone", "+81 3 0000", "crm:new", "2"), format="json")
+    assert fresh.status_code == 201 and fresh.json()["revision"] == 3, fresh.json()
+    # The batch door too (one item of it refused, the other accepted).
+    batch = client.post(
+        "/api/v1/records/batch/",
+        {
+            "items": [
+                assertion("p-1", "email", "second email of p-1", "crm:new", "3"),
+                assertion("p-1", "email", "p1@example.org", "crm:new", "3"),
+            ]
+        },
+        format="json",
+    )
+    assert [r["status"] for r in batch.json()["results"]] == [410, 201], batch.json()
+    assert MemoryRecord.objects.get(subject_id="p-1", predicate="email", project__key=PROJECT).revision == 3
+    # The other content is accepted: the deleted value in another project.
+    other_project = assertion(
+        "p-1", "phone", "first phone of p-1", "crm:b", "1", project="project-b", expected_revision=1
+    )
+    assert client.post("/api/v1/records/", other_project, format="json").status_code == 201
+    # The purge writes the records' tombstones (its first step), and they refuse the same writes.
+    run_purge(request)
+    assert Tombstone.objects.filter(request=request, kind="record").count() == 4
+    for why, data in refused.items():
+        response = client.post("/api/v1/records/", data, format="json")
+        assert response.status_code == 410, (why, response.json())
+    kept = MemoryRecord.objects.filter(subject_id="p-1", project__key=PROJECT)
+    assert sorted(kept.values_list("value", flat=True)) == ["+81 3 0000", "p1@example.org"]
+    assert (
+        stats.record_stats(agent.tenant_id).by_status
+        == stats.exact_record_stats(agent.tenant_id, timezone.now()).by_status
+    )
+
+
+def test_the_dashboard_says_a_hidden_record_is_deleted_before_its_tombstone_is_written(owner, compliance, facts):
+    client = Client()
+    client.force_login(owner)
+    assert client.get("/").context["deleted"] == 0
+    request = delete(compliance, {"subject_id": "p-1"})
+    assert client.get("/").context["deleted"] == 4  # the overview's "deleted" tile: pending tombstones included
+    head = next(r for r in facts["p-1"] if r.is_head)
+    for url in (f"/records/{head.memory_id}/", f"/facts/?project={PROJECT}&subject=p-1&predicate={head.predicate}"):
+        page = client.get(url)
+        text = page.content.decode()
+        assert page.status_code == 410 and request.public_id in text, url
+        assert "its own tombstone is written when the purge starts" in text
+        assert "/lift/" not in text  # nothing to lift yet: the tombstone shown is not written
+    run_purge(request)
+    assert client.get("/").context["deleted"] == 4
+    page = client.get(f"/records/{head.memory_id}/")
+    assert page.status_code == 410 and "/lift/" in page.content.decode()

@@ -33,7 +33,9 @@ def accepted(compliance, moved_deadline) -> DeletionRequest:
 
 @pytest.fixture
 def deleted(accepted) -> list[Tombstone]:
-    """A subject tombstone and one per record."""
+    """A subject tombstone and one per record: the request purged (its records' tombstones are written when the
+    purge starts)."""
+    run_purge(accepted)
     stones = list(Tombstone.objects.filter(request=accepted).order_by("id"))
     assert stones
     return stones
@@ -59,9 +61,10 @@ def test_an_owner_lifts_with_a_reason_and_it_is_audited(api, owner, deleted):
 def test_a_lift_before_the_purge_marks_the_records_the_rule_hid(api, owner, agent, accepted):
     """Between acceptance and purge the subject's records are hidden by the request's rule, their rows unmarked: a
     write let through by the lift would find them as the fact's current rows. So the lift marks them first (still
-    hidden, counted as before) and deletes the rule; the write then starts a new fact, and the purge still deletes
-    every deleted record."""
+    hidden, counted as before), writes their own tombstones (which the rule stood for) and deletes the rule; once
+    those are lifted too, the write starts a new fact, and the purge still deletes every deleted record."""
     stones = list(Tombstone.objects.filter(request=accepted))
+    assert [s.kind for s in stones] == ["subject"]
     doomed = set(MemoryRecord.all_objects.filter(subject_id=SUBJECT).values_list("pk", flat=True))
     assert RecordHide.objects.filter(hidden_by=accepted.public_id).exists()
     assert not MemoryRecord.all_objects.filter(pk__in=doomed, tombstoned_at__isnull=False).exists()
@@ -73,7 +76,13 @@ def test_a_lift_before_the_purge_marks_the_records_the_rule_hid(api, owner, agen
     assert not marked.filter(tombstoned_at__isnull=True).exists()
     assert not MemoryRecord.objects.filter(subject_id=SUBJECT).exists()
     assert stats.record_stats(owner.tenant_id).by_status == counts
-    for stone in stones[1:]:
+    written = Tombstone.objects.filter(request=accepted, kind="record")
+    assert set(written.values_list("memory_id", flat=True)) == set(
+        MemoryRecord.all_objects.filter(pk__in=doomed).values_list("memory_id", flat=True)
+    )
+    refused = api(agent).post("/api/v1/records/", body(REASSERTION), format="json")
+    assert refused.status_code == 410, refused.json()  # the records' own tombstones still refuse their content
+    for stone in written:
         assert lift(api(owner), stone, reason="Filed against the wrong subject").status_code == 200
     accepted_again = api(agent).post("/api/v1/records/", body(REASSERTION), format="json")
     assert accepted_again.status_code == 201, accepted_again.json()

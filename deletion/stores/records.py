@@ -10,6 +10,7 @@ from django.db.models import CASCADE, DO_NOTHING, SET_NULL, QuerySet
 from django.db.models.deletion import get_candidate_relations_to_delete
 from django.db.models.signals import post_delete, pre_delete
 
+from deletion import ledger, tombstones
 from deletion.models import DeletionRequest, Tombstone
 from deletion.stores.base import Found, Job, Scope, Store, Verification, register
 from memory_admin.memory import rows, stats
@@ -52,16 +53,35 @@ def delete_records(ids: list[int]) -> int:
         return int(records._raw_delete(records.db))
 
 
+def hides_by_rule(scope: Scope) -> bool:
+    """Whether a request's acceptance hides the scope's records by one rule row (RecordHide), its records'
+    tombstones then written by `mark_hidden` when the purge starts: a subject's or a predicate's records."""
+    return scope.kind in RULED and bool(scope.request_public_id) and bool(scope.records)
+
+
 def mark_hidden(tenant_id: int, request_public_id: str) -> int:
-    """Mark the records a request's rules hide (RecordHide) as an UPDATE at acceptance would have marked them,
-    their counters moved then, and delete the rules, so the subject id stays nowhere: the first step of the
-    records' purge, and of lifting one of the request's tombstones before it (a write let through must not find
-    the hidden rows as the fact's current ones). Idempotent; answers how many records were marked."""
+    """Turn a request's rules (RecordHide) into what an acceptance without them would have left: the records'
+    tombstones (and their ledger lines), and the records marked as an UPDATE would have marked them, their
+    counters moved then; then delete the rules, so the subject id stays nowhere. The first step of the records'
+    purge, and of lifting one of the request's tombstones before it (a write let through must not find the
+    hidden rows as the fact's current ones). Idempotent; answers how many records were marked."""
     marked = 0
     with transaction.atomic():
-        for rule in RecordHide.objects.select_for_update().filter(tenant_id=tenant_id, hidden_by=request_public_id):
+        rules = list(
+            RecordHide.objects.select_for_update(of=("self",))
+            .select_related("project")
+            .filter(tenant_id=tenant_id, hidden_by=request_public_id)
+        )
+        if not rules:
+            return 0
+        request = DeletionRequest.objects.get(tenant_id=tenant_id, public_id=request_public_id)
+        for rule in rules:
+            covered = rule.covered()
+            stones = covered.order_by("id").values_list(*tombstones.STONE_FIELDS, named=True)
+            entries = tombstones.insert_for_request(request, rule.project.key, stones, rule.created_at)
+            ledger.append_entries_after_commit(entries)
             marked += stats.update_uncounted(
-                rule.covered().filter(tombstoned_at__isnull=True),
+                covered.filter(tombstoned_at__isnull=True),
                 tombstoned_at=rule.created_at,
                 status=MemoryRecord.Status.DELETED,
                 is_head=False,
@@ -86,7 +106,7 @@ class RecordsStore(Store):
 
     def hide_scope(self, scope: Scope, now: datetime) -> int:
         live = scope.records_query().live()
-        if scope.kind in RULED and scope.request_public_id and scope.records:
+        if hides_by_rule(scope):
             # A subject's or a predicate's records: one rule row (RecordHide), not an UPDATE of each record, and
             # the overview's counters moved to "deleted" by one grouped INSERT; the purge marks the rows.
             counted = stats.count_as_deleted(live)

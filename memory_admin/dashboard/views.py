@@ -231,9 +231,7 @@ def _health_counts(tenant_id: int, now: datetime) -> dict[str, Any]:
     return {
         "by_status": by_status,
         "bands": bands,
-        "deleted": Tombstone.objects.filter(
-            tenant_id=tenant_id, kind=Tombstone.Kind.RECORD, lifted_at__isnull=True
-        ).count(),
+        "deleted": tombstones.deleted_record_count(tenant_id),
         "open_disputes": Dispute.objects.filter(tenant_id=tenant_id, status=Dispute.Status.OPEN).count(),
     }
 
@@ -535,11 +533,12 @@ def _tombstone_page(request: HttpRequest, stones: list[Tombstone], asked: str) -
 
 
 def _record_stones(principal: Principal, memory_id: str) -> list[Tombstone]:
-    return list(
+    written = list(
         Tombstone.objects.filter(tenant_id=principal.tenant_id, kind=Tombstone.Kind.RECORD, memory_id=memory_id)
         .select_related("request__project")
         .order_by("-id")
     )
+    return written + tombstones.pending_record_stones(principal.tenant_pk, memory_ids=[memory_id])
 
 
 @member_required
@@ -569,7 +568,7 @@ def fact(request: HttpRequest) -> HttpResponse:
             Tombstone.objects.filter(tenant_id=principal.tenant_id, kind=Tombstone.Kind.RECORD, scope_hash=scope)
             .select_related("request__project")
             .order_by("-id")
-        )
+        ) + tombstones.pending_record_stones(principal.tenant_pk, facts=[(project, subject, predicate)])
         if stones:
             return _tombstone_page(request, stones, f"{subject} · {predicate} in {project}")
         raise Http404("No such fact.")
