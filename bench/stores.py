@@ -1124,11 +1124,12 @@ def instrumented_stores(times: dict[str, float]) -> Iterator[None]:
 def bench_deletion(scale: Scale, explain: bool, profile: bool = False) -> list[Row]:
     from django.core.cache import cache
     from django.db import transaction
+    from django.db.models import Count
     from django.utils import timezone
 
     from deletion import ledger
     from deletion.backups import take_backup
-    from deletion.models import DeletionRequest, StoreProgress
+    from deletion.models import DeletionRequest, StoreProgress, Tombstone
     from deletion.service import request_deletion
     from deletion.stores import Scope
     from deletion.stores.logs import LogsStore
@@ -1248,6 +1249,14 @@ def bench_deletion(scale: Scale, explain: bool, profile: bool = False) -> list[R
         "the subject's records are hidden by one rule (RecordHide), their rows left for the purge",
         rules == 1 and removed == len(fx.record_ids),
         f"{rules} rule(s), {removed:,} records removed from reads",
+    )
+    stones = dict(
+        Tombstone.objects.filter(tenant_id=fx.tenant_id).values_list("kind").annotate(n=Count("id")).order_by()
+    )
+    check(
+        "acceptance wrote the subject's tombstone alone; the records' wait for the purge (the rule stands for them)",
+        stones == {"subject": 1},
+        f"{stones}",
     )
     hidden_events = Event.objects.filter(tenant_id=fx.tenant_id).removed().count()  # row by row or by a rule
     check("the subject's log lines are hidden", hidden_events >= fx.subject_events, f"{hidden_events:,} hidden")
