@@ -211,19 +211,22 @@ def pending_record_stones(
 
 
 def record_stones(tenant_id: int, memory_ids: Iterable[str]) -> dict[str, Tombstone]:
-    """The live tombstone of each of `memory_ids` that has one (the oldest), written or pending its purge."""
-    ids = {m for m in memory_ids if m}
+    """The live tombstone of each of `memory_ids` that has one (the oldest), written or pending its purge. The
+    written ones and the probe of the rules in one round trip: a cached answer's check asks this on every hit."""
+    ids = sorted({m for m in memory_ids if m})
     if not ids:
         return {}
+    q = connection.ops.quote_name
+    written, rules_exist = _live_stones_probing_rules(
+        tenant_id,
+        f"s.{q('kind')} = %s AND s.{q('memory_id')} IN ({', '.join(['%s'] * len(ids))})",
+        [Tombstone.Kind.RECORD.value, *ids],
+    )
     found: dict[str, Tombstone] = {}
-    for stone in (
-        live()
-        .filter(tenant_id=tenant_id, kind=Tombstone.Kind.RECORD, memory_id__in=ids)
-        .select_related("request__project")
-        .order_by("pk")
-    ):
+    for stone in written:
         found.setdefault(stone.memory_id, stone)
-    for stone in pending_record_stones(tenant_id, memory_ids=ids - found.keys()):
+    pending = pending_record_stones(tenant_id, memory_ids=set(ids) - found.keys(), rules_exist=rules_exist)
+    for stone in pending:
         found.setdefault(stone.memory_id, stone)
     return found
 
@@ -359,25 +362,33 @@ def _refusals_of_tenant(
 
 def _live_stones_of_scopes(tenant_id: int, scopes: set[str]) -> tuple[list[Tombstone], bool | None]:
     """The live tombstones of `scopes`, oldest first, and whether the tenant has a record hiding rule (None: not
-    probed). One scope (every single write asks this) is one statement built once (memory.rows), not a queryset
-    compiled per write, and it probes the rules in the same round trip; a batch's many scopes, the queryset."""
+    probed). One scope (every single write asks this) is one statement, with the probe in the same round trip;
+    a batch's many scopes, the queryset."""
     if len(scopes) != 1:
         return list(live().filter(tenant_id=tenant_id, scope_hash__in=scopes).order_by("pk")), None
+    return _live_stones_probing_rules(
+        tenant_id, f"s.{connection.ops.quote_name('scope_hash')} = %s", [next(iter(scopes))]
+    )
+
+
+def _live_stones_probing_rules(tenant_id: int, where: str, params: list[Any]) -> tuple[list[Tombstone], bool]:
+    """The tenant's live tombstones matching `where` (on the alias `s`), oldest first, and whether the tenant has a
+    record hiding rule (memory.RecordHide), in one round trip: the stones are LEFT JOINed to one row, so the probe
+    answers when no stone matches. The statement's frame is built once (memory.rows), not a queryset per call."""
     with connection.cursor() as cursor:
-        cursor.execute(_one_scope_sql(), [tenant_id, tenant_id, next(iter(scopes))])
+        cursor.execute(_probing_sql().format(where=where), [tenant_id, tenant_id, *params])
         found = cursor.fetchall()
-    # Always one row at least (the LEFT JOIN): the probe, then the stone's columns, NULL when there is none.
     return [rows.load(Tombstone, row[1:]) for row in found if row[1] is not None], bool(found[0][0])
 
 
 @functools.cache
-def _one_scope_sql() -> str:
+def _probing_sql() -> str:
     q = connection.ops.quote_name
     return (
         f"SELECT EXISTS (SELECT 1 FROM {q(RecordHide._meta.db_table)} h WHERE h.{q('tenant_id')} = %s), "
         f"{rows.select_list(Tombstone, 's')} FROM (SELECT 1 AS one) AS one "
         f"LEFT JOIN {q(Tombstone._meta.db_table)} s ON s.{q('lifted_at')} IS NULL "
-        f"AND s.{q('tenant_id')} = %s AND s.{q('scope_hash')} = %s "
+        f"AND s.{q('tenant_id')} = %s AND {{where}} "
         f"ORDER BY s.{q('id')}"
     )
 

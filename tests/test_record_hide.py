@@ -16,7 +16,7 @@ from deletion.service import approve, request_deletion
 from memory_admin.accounts.services import ensure_principal
 from memory_admin.derived import caches
 from memory_admin.derived.models import CacheEntry
-from memory_admin.memory import reads, rechecks, stats
+from memory_admin.memory import hooks, reads, rechecks, stats
 from memory_admin.memory.actions import Assertion, assert_fact
 from memory_admin.memory.models import MemoryRecord, Project, RecordHide
 from tests.conftest import at, body, run_purge
@@ -181,6 +181,10 @@ def test_before_the_purge_the_hidden_records_refuse_their_content_as_their_tombs
     request = delete(compliance, {"subject_id": "p-1"})
     subject_stone = Tombstone.objects.get(request=request)
     assert subject_stone.kind == "subject" and not Tombstone.objects.filter(kind="record").exists()
+    # What the cached answers' check asks (a hit whose record is deleted is a miss).
+    kept = next(r for r in facts["p-2"] if r.is_head)
+    hidden = [r.memory_id for r in facts["p-1"]]
+    assert hooks.hidden_memory_ids(agent.tenant_id, [*hidden, kept.memory_id]) == set(hidden)
     client = api(agent)
     refused = {
         "a deleted value, from a new source": assertion("p-1", "phone", "first phone of p-1", "crm:new", "1"),
