@@ -18,7 +18,7 @@ from memory_admin.derived import caches
 from memory_admin.derived.models import CacheEntry
 from memory_admin.memory import hooks, reads, rechecks, stats
 from memory_admin.memory.actions import Assertion, assert_fact
-from memory_admin.memory.models import MemoryRecord, Project, RecordHide
+from memory_admin.memory.models import Dispute, MemoryRecord, Project, RecordHide
 from tests.conftest import at, body, run_purge
 
 PROJECT = "project-a"
@@ -262,3 +262,36 @@ def test_the_dashboard_says_a_hidden_record_is_deleted_before_its_tombstone_is_w
     assert client.get("/").context["deleted"] == 4
     page = client.get(f"/records/{head.memory_id}/")
     assert page.status_code == 410 and "/lift/" in page.content.decode()
+
+
+@pytest.mark.parametrize("scope", ["subject", "memory_ids"])
+def test_a_dispute_whose_every_candidate_is_deleted_is_closed_at_acceptance(api, agent, compliance, scope):
+    """One open dispute per fact: a dispute between deleted records, left open until the purge deleted it, made the
+    fact's next disagreement fail (409 from the constraint) in between. It is closed at acceptance; a dispute with a
+    candidate outside the scope stays open."""
+    client = api(agent)
+
+    def write(subject: str, value: str, source: str) -> dict:
+        response = client.post("/api/v1/records/", assertion(subject, "phone", value, source, "1"), format="json")
+        assert response.status_code in (201, 202), response.json()
+        return response.json()
+
+    write("p-9", "A", "crm:one")
+    assert write("p-9", "B", "crm:two")["outcome"] == "disputed"
+    disputed = Dispute.objects.get(subject_id="p-9", status="open")
+    named = (
+        {"subject_id": "p-9"}
+        if scope == "subject"
+        else {"memory_ids": [r.memory_id for r in disputed.candidates.all()]}
+    )
+    request = delete(compliance, named)
+    disputed.refresh_from_db()
+    assert disputed.status == "resolved" and disputed.resolution_reason == f"[redacted by deletion {request.public_id}]"
+    assert write("p-9", "C", "crm:three")["outcome"] == "created"
+    again = write("p-9", "D", "crm:four")
+    assert again["outcome"] == "disputed", again
+    assert Dispute.objects.filter(subject_id="p-9", status="open").count() == 1
+    run_purge(request)
+    assert not Dispute.objects.filter(pk=disputed.pk).exists()
+    assert Dispute.objects.filter(subject_id="p-9", status="open").count() == 1
+    assert request.stores.get(store="disputes").state == "verified"

@@ -39,13 +39,23 @@ class DisputesStore(Store):
     def hide_scope(self, scope: Scope, now: datetime) -> int:
         # The disputes `find` targets, joined to the scope's records through the candidate links.
         marker = REDACTION.format(request=scope.request_public_id)
-        links = Dispute.candidates.through.objects.filter(memoryrecord__in=scope.records_query())
-        return (
-            Dispute.objects.filter(tenant_id=scope.tenant_id, id__in=links.values("dispute_id"))
-            .exclude(resolution_reason="")
-            .exclude(resolution_reason=marker)
-            .update(resolution_reason=marker)
+        every_link = Dispute.candidates.through.objects
+        links = every_link.filter(memoryrecord__in=scope.records_query())
+        disputes = Dispute.objects.filter(tenant_id=scope.tenant_id, id__in=links.values("dispute_id"))
+        redacted = (
+            disputes.exclude(resolution_reason="").exclude(resolution_reason=marker).update(resolution_reason=marker)
         )
+        # An open dispute whose every candidate is deleted has nothing left to dispute: closed now (the purge deletes
+        # it), so the fact's next disagreement can open its own (one open dispute per fact).
+        outside = every_link.filter(dispute_id__in=links.values("dispute_id")).exclude(
+            memoryrecord__in=scope.records_query()
+        )
+        closed = (
+            disputes.filter(status=Dispute.Status.OPEN)
+            .exclude(id__in=outside.values("dispute_id"))
+            .update(status=Dispute.Status.RESOLVED, resolved_at=now, resolution_reason=marker)
+        )
+        return redacted + closed
 
     def purge(self, job: Job) -> int:
         t = job.targets
