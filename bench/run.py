@@ -824,6 +824,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--broker", default="redis://127.0.0.1:6379/14", help="Celery broker (default redis://127.0.0.1:6379/14)"
     )
+    parser.add_argument(
+        "--cache",
+        default=os.environ.get("BENCH_CACHE_URL", BENCH_CACHE),
+        help=f"CACHE_URL of the run (default $BENCH_CACHE_URL or {BENCH_CACHE}, with a key prefix of the run, as in "
+        "production; the embedded file cache when Redis does not answer)",
+    )
     parser.add_argument("--seed", type=int, default=42, help="random seed of the data and of the samples")
     parser.add_argument(
         "--regenerate", action="store_true", help="drop and recreate the bench database, then generate the data"
@@ -844,7 +850,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def isolate(broker: str) -> Path:
+BENCH_CACHE = "redis://127.0.0.1:6379/13"
+CACHE_NOTE: list[str] = []
+
+
+def isolate(broker: str, cache: str = "") -> Path:
     """Keep the run's side effects to itself; returns its VAR_DIR, a new temporary directory.
 
     Set in os.environ before Django starts (the writer processes and Celery workers inherit it):
@@ -853,6 +863,9 @@ def isolate(broker: str) -> Path:
     (`bench-<pid>`): assert_fact enqueues a vector refresh per write after commit, and those tasks must
     reach neither the development broker (var/broker) nor the recheck workers. Nothing consumes that
     queue; it is dropped at the end. With no broker answering, an in-memory broker takes them.
+    And the cache (`--cache`, what the API's throttles count in on every request): a local Redis with a key
+    prefix of this run, as production runs; the embedded file cache under VAR_DIR when Redis does not answer
+    (each throttled request then writes two files: about 1 ms a request on this machine).
     """
     from bench.rechecks import BROKER_PROBLEM, ensure_broker
 
@@ -865,16 +878,40 @@ def isolate(broker: str) -> Path:
         BROKER_PROBLEM.append(problem)
     os.environ["CELERY_BROKER_URL"] = "memory://" if problem else broker
     os.environ["CELERY_TASK_DEFAULT_QUEUE"] = f"bench-{os.getpid()}"
+    if cache:
+        from bench.load import choose_cache
+
+        url, why = choose_cache(cache)
+        if url == "locmem://":  # Redis down: keep the embedded default rather than a per-process cache
+            CACHE_NOTE.append(f"cache: the embedded file cache under VAR_DIR ({why.removeprefix('locmem: ')})")
+        else:
+            os.environ["CACHE_URL"] = url
+            os.environ["CACHE_KEY_PREFIX"] = f"bench-run-{os.getpid()}"
+            CACHE_NOTE.append(f"cache: {url} with key prefix bench-run-{os.getpid()} ({why})")
     return var_dir
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    var_dir = isolate(args.broker)
+    var_dir = isolate(args.broker, args.cache)
     try:
         run_benchmarks(args)
     finally:
         shutil.rmtree(var_dir, ignore_errors=True)
+        drop_cache_keys()
+
+
+def drop_cache_keys() -> None:
+    """Delete the run's keys from the Redis cache (throttle counters, cached answers); nothing else is touched."""
+    prefix, url = os.environ.get("CACHE_KEY_PREFIX", ""), os.environ.get("CACHE_URL", "")
+    if not (prefix.startswith("bench-run-") and url.startswith("redis://")):
+        return
+    import redis
+
+    client = redis.Redis.from_url(url)
+    keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+    if keys:
+        client.delete(*keys)
 
 
 def run_benchmarks(args: argparse.Namespace) -> None:
@@ -922,6 +959,8 @@ def run_benchmarks(args: argparse.Namespace) -> None:
     print()
     print(f"PostgreSQL {server_version()}, database {settings.DATABASES['default']['NAME']}, DEBUG={settings.DEBUG}")
     print(f"Statements: {statement_mode()}")
+    for note in CACHE_NOTE:
+        print(note[0].upper() + note[1:])
     print(
         f"Records: {total:,} in the bench tenant ({layout.records:,} generated, {generation}), "
         f"{heads:,} fact keys, {layout.subjects:,} subjects, {layout.projects} projects; "

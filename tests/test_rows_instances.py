@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, models
 from django.db.models.signals import post_init, pre_init
 
 from memory_admin.memory import rows
@@ -172,3 +172,42 @@ def test_json_columns_updated_as_one_array_store_each_rows_own_value(agent):
             "SELECT count(*) FROM memory_recheckattempt WHERE record_id = %s AND observed_value IS NULL", [record.pk]
         )
         assert cursor.fetchone()[0] == len(range(0, len(attempts), 3))
+
+
+@pytest.mark.django_db
+def test_a_queryset_builds_records_as_djangos_from_db_would(agent):
+    """MemoryRecord.from_db is memory.rows.from_db: a full row gives the instance Django's from_db gives; a row with
+    deferred fields, and any model with an init listener, go through Django's own."""
+    made = assert_fact(agent, deadline({"n": 1}, "r1", at(10, 1))).record
+    queried = MemoryRecord.all_objects.select_related("project").get(pk=made.pk)
+    fields = MemoryRecord._meta.concrete_fields
+    djangos = models.Model.from_db.__func__(  # type: ignore[attr-defined]
+        MemoryRecord, connection.alias, [f.attname for f in fields], [getattr(queried, f.attname) for f in fields]
+    )
+    assert type(queried) is MemoryRecord and _values(queried) == _values(djangos)
+    assert not queried._state.adding and queried._state.db == djangos._state.db == connection.alias
+    assert queried.project.key == "project-a" and queried == djangos
+
+    partial = MemoryRecord.all_objects.only("memory_id", "subject_id", "project").get(pk=made.pk)
+    loaded = [f.attname for f in fields if f.attname in {"id", "memory_id", "subject_id", "project_id"}]
+    djangos_partial = models.Model.from_db.__func__(  # type: ignore[attr-defined]
+        MemoryRecord, connection.alias, loaded, [getattr(partial, a) for a in loaded]
+    )
+    assert _values(partial) == _values(djangos_partial) and set(_values(partial)) == set(loaded)
+    assert (
+        partial.get_deferred_fields() == djangos_partial.get_deferred_fields()
+        and "value" in partial.get_deferred_fields()
+    )
+    assert partial.value == {"n": 1}  # loaded on access, as Django does
+
+    heard: list[str] = []
+
+    def after(sender: Any, instance: Any, **kwargs: Any) -> None:
+        heard.append(instance.memory_id)
+
+    post_init.connect(after, sender=MemoryRecord)
+    try:
+        MemoryRecord.all_objects.get(pk=made.pk)
+    finally:
+        post_init.disconnect(after, sender=MemoryRecord)
+    assert heard == [made.memory_id]

@@ -315,6 +315,9 @@ class MemoryRecord(models.Model):
     objects = LiveRecordManager()
     # Deletion adapters only: includes tombstoned rows awaiting purge.
     all_objects = RecordQuerySet.as_manager()
+    # Every query's rows built without Django's per-field constructor calls (memory.rows.from_db): a list page's
+    # 50 records, a fact's history, a deletion's scope.
+    from_db = classmethod(rows.from_db)  # type: ignore[assignment,var-annotated]
 
     class Meta:
         constraints = [
