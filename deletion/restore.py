@@ -148,20 +148,12 @@ def _records_of_scope_line(tenant_id: int, entry: dict[str, Any]) -> list[Memory
     records = list(before.filter(wanted).select_related("project").order_by("id"))
     stones = []
     for project in {r.project.key for r in records}:
-        rows = tombstones.record_rows(tenant_id, project, [r for r in records if r.project.key == project])
-        stones += [
-            Tombstone(
-                tenant_id=tenant_id,
-                request=None,
-                request_public_id=entry["request_public_id"],
-                kind=kind,
-                memory_id=memory_id,
-                scope_hash=fact,
-                value_hash=value_hash,
-                source_hash=source_hash,
-                created_at=created_at,
-            )
-            for kind, memory_id, fact, value_hash, source_hash in rows
-        ]
+        stones += tombstones.unsaved(
+            tombstones.record_rows(tenant_id, project, [r for r in records if r.project.key == project]),
+            tenant_id=tenant_id,
+            request=None,
+            request_public_id=entry["request_public_id"],
+            created_at=created_at,
+        )
     Tombstone.objects.bulk_create(stones)
     return records

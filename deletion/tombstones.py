@@ -192,22 +192,25 @@ def pending_record_stones(
             .order_by("id")
             .values_list(*STONE_FIELDS, named=True)
         )
-        for kind, memory_id, fact, value_hash, source_hash in record_rows(tenant_id, rule.project.key, records):
-            stone = Tombstone(
-                pk=scope_stone.pk,
-                tenant_id=tenant_id,
-                request=scope_stone.request,
-                request_public_id=scope_stone.request_public_id,
-                kind=kind,
-                memory_id=memory_id,
-                scope_hash=fact,
-                value_hash=value_hash,
-                source_hash=source_hash,
-                created_at=rule.created_at,
-            )
+        for stone in unsaved(
+            record_rows(tenant_id, rule.project.key, records),
+            pk=scope_stone.pk,
+            tenant_id=tenant_id,
+            request=scope_stone.request,
+            request_public_id=scope_stone.request_public_id,
+            created_at=rule.created_at,
+        ):
             stone.pending_purge = True  # type: ignore[attr-defined]
             stones.append(stone)
     return stones
+
+
+def unsaved(rows: Iterable[StoneRow], **common: Any) -> list[Tombstone]:
+    """`rows` as Tombstone instances, not saved, each with the fields `common` gives."""
+    return [
+        Tombstone(kind=kind, memory_id=memory_id, scope_hash=fact, value_hash=value, source_hash=source, **common)
+        for kind, memory_id, fact, value, source in rows
+    ]
 
 
 def record_stones(tenant_id: int, memory_ids: Iterable[str]) -> dict[str, Tombstone]:
