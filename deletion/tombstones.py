@@ -279,17 +279,12 @@ def refuse_derived_from(tenant_id: int, memory_ids: Iterable[str], what: str) ->
         _refuse(stone, f"{what} is derived from deleted memory {stone.memory_id}")
 
 
-def assertion_refusals(writes: Sequence[FactWrite]) -> dict[int, Tombstoned]:
+def _checked(writes: Sequence[FactWrite]) -> tuple[dict[int, Tombstoned], list[Tombstone]]:
     """Which of `writes` would bring deleted content back, by index: derived from a deleted item, re-asserting a
     deleted value of the fact, coming from the very source revision that was deleted, or extracted from
     redacted log lines. A new value from a new source is accepted. One query per kind of check for all the
-    writes (memory.batch guards a thousand at once; `guard_assertion` one)."""
-    return _checked(writes)[0]
-
-
-def _checked(writes: Sequence[FactWrite]) -> tuple[dict[int, Tombstoned], list[Tombstone]]:
-    """`assertion_refusals`, and the pending tombstones (records a rule hides) of the facts the accepted writes
-    are about."""
+    writes (memory.batch guards a thousand at once; `guard_assertion` one). Also answers the pending tombstones
+    (records a rule hides) of the facts the accepted writes are about, for `_settle`."""
     refusals: dict[int, Tombstoned] = {}
     hidden: list[Tombstone] = []
     by_tenant: dict[int, list[int]] = {}
@@ -397,7 +392,7 @@ def _probing_sql() -> str:
 
 
 def guard_assertion(write: FactWrite) -> None:
-    """Memory's assertion guard (registered in DeletionConfig.ready): `assertion_refusals` of what the
+    """Memory's assertion guard (registered in DeletionConfig.ready): the refusals (`_checked`) of what the
     assertion is about to write, inside its transaction with the fact locked; if accepted, the fact's records a
     rule hides are settled first (`_settle`)."""
     refusals, hidden = _checked([write])
