@@ -8,6 +8,8 @@ door's domain function `memory.batch.assert_facts`, for new facts and for supers
 2. new facts: `--batches` batches of `--batch-size` assertions of facts that do not exist yet;
 3. supersessions: the same facts again, each with a newer value and `expected_revision` (every item supersedes
    a current fact: compare-and-swap, a cut, audit, propagation);
+   each followed by its floor (bench/batch_floor.py): as many batches of other facts, each captured through
+   `assert_facts` and rolled back, then its statements replayed as raw SQL in one committed transaction, timed;
 4. the API once: one batch of new facts through `POST /api/v1/records/batch/` in process (parsing, rendering),
    after an untimed request of one item (the first request imports the URLconf and the views);
    and `manage.py import` of a JSONL file of as many new facts as step 2 (reading, parsing, batches);
@@ -37,6 +39,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from bench import batch_floor  # noqa: E402
 from bench.measure import Figure, print_table, statement_mode  # noqa: E402
 from bench.run import (  # noqa: E402
     Layout,
@@ -167,6 +170,20 @@ def figure(name: str, samples: list[float], facts: int, target: float | None, be
         met=None if target is None else rate >= target,
         note=f"{rate:,.0f} facts/s; load {before} -> {load()}",
     )
+
+
+def floor_figure(kind: str, principal: Any, batches: list[list[Any]], expect: str, batch: Figure) -> Figure:
+    """The floor of `batch` (bench/batch_floor.py): each of `batches` captured through assert_facts and rolled
+    back, then its statements replayed as raw SQL and committed; the figure times the replays."""
+    before = load()
+    samples, statements, savepoints = batch_floor.floor_batches(principal, batches, expect)
+    size = len(batches[0])
+    floor = figure(f"floor: {kind}, batch SQL replayed ({size}/batch)", samples, size * len(batches), None, before)
+    ratio = (sum(floor.samples_ms) / len(floor.samples_ms)) / (sum(batch.samples_ms) / len(batch.samples_ms))
+    floor.note += f"; {statements} statements per batch; batch/floor = {ratio:.2f}"
+    if savepoints:
+        floor.note += f" ({savepoints} savepoints of the capture left out)"
+    return floor
 
 
 def copy_floor(ids: list[int], batch_size: int) -> tuple[list[float], int]:
@@ -353,6 +370,20 @@ def timed(args: argparse.Namespace, principal: Any, run: str) -> None:
     new_figure = figure(f"batch: new facts ({size}/batch)", samples, n, TARGET_NEW_PER_S, before)
     new_figure.note += f"; app CPU {CPU_MS['per_1000']:.0f} ms per 1,000 facts"
     figures.append(new_figure)
+    # The floor right after the figure it bounds (the machine is shared: the closer, the fairer the ratio), on
+    # facts of its own; its supersessions below supersede these.
+    floor_run = run + "f"
+    floor_new = floor_figure(
+        "new facts",
+        principal,
+        [
+            assertions(floor_run, k * size, size, value="first", revision="r1", expected=None)
+            for k in range(args.batches)
+        ],
+        "created",
+        new_figure,
+    )
+    figures.append(floor_new)
 
     before = load()
     sup_batches = [
@@ -363,6 +394,14 @@ def timed(args: argparse.Namespace, principal: Any, run: str) -> None:
     sup_figure = figure(f"batch: supersessions ({size}/batch)", samples, n, TARGET_SUPERSEDE_PER_S, before)
     sup_figure.note += f"; app CPU {CPU_MS['per_1000']:.0f} ms per 1,000 facts"
     figures.append(sup_figure)
+    floor_sup = floor_figure(
+        "supersessions",
+        principal,
+        [assertions(floor_run, k * size, size, value="second", revision="r2", expected=1) for k in range(args.batches)],
+        "created",
+        sup_figure,
+    )
+    figures.append(floor_sup)
 
     before = load()
     elapsed, count = api_once(principal, run + "a", 0, size, profile=args.profile)
@@ -396,9 +435,13 @@ def timed(args: argparse.Namespace, principal: Any, run: str) -> None:
     print()
     print_table(figures)
     copy_rate = copied / (sum(copy_samples) / 1000)
-    for f in (new_figure, sup_figure):
+    for f, floor in ((new_figure, floor_new), (sup_figure, floor_sup)):
         rate = n / (sum(f.samples_ms) / 1000)
-        print(f"{f.name}: {rate:,.0f} facts/s = {rate / copy_rate:.1%} of COPY's {copy_rate:,.0f} rows/s")
+        floor_rate = n / (sum(floor.samples_ms) / 1000)
+        print(
+            f"{f.name}: {rate:,.0f} facts/s = {rate / copy_rate:.1%} of COPY's {copy_rate:,.0f} rows/s, "
+            f"{rate / floor_rate:.2f} of its floor's {floor_rate:,.0f} facts/s (the same statements as raw SQL)"
+        )
     print(f"Table: {total:,} records before the run; load average at the end {load()} (2 cores shared)")
 
 

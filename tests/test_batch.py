@@ -4,6 +4,7 @@ per item, in order, and all-or-nothing only when asked."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -419,3 +420,33 @@ def test_two_batches_over_the_same_facts_never_deadlock_and_each_fact_moves_once
         assert sorted([a, b]) in (["created", "revision_conflict"], ["created", "history"]), (subject, seen)
     heads = MemoryRecord.objects.filter(tenant_id=agent.tenant_id, is_head=True)
     assert heads.count() == len(subjects) and set(heads.values_list("revision", flat=True)) == {2}
+
+
+@pytest.mark.postgres_only(reason="bench/batch_floor.py replays PostgreSQL statements through psycopg")
+def test_the_batch_floor_replays_a_rolled_back_batch_as_the_batch_would_have_written_it(agent):
+    """The floor of bench/onboarding.py (bench/batch_floor.py): a batch captured through assert_facts leaves
+    nothing behind, and its statements replayed as raw SQL write what the batch would have: new facts, then their
+    supersessions, with their audit events."""
+    from bench import batch_floor
+
+    assert_fact(agent, fact("floor-0", "v1"))  # the project exists: a captured one would be rolled back
+    subjects = ["floor-1", "floor-2", "floor-3"]
+    with pytest.raises(RuntimeError, match="created a project"):
+        batch_floor.capture_batch(agent, [replace(fact("floor-1", "v1"), project_id="project-new")])
+    captured = batch_floor.capture_batch(agent, [fact(s, f"{s}-v1") for s in subjects])
+    assert captured.outcomes == {"created": 3} and captured.statements
+    assert not MemoryRecord.all_objects.filter(subject_id__in=subjects).exists()
+    assert AuditEvent.objects.filter(action="record.asserted.created").count() == 1
+    assert batch_floor.replay_batch(captured) > 0
+    heads = MemoryRecord.objects.filter(subject_id__in=subjects, is_head=True).order_by("subject_id")
+    assert [(r.subject_id, r.value, r.revision) for r in heads] == [(s, f"{s}-v1", 1) for s in subjects]
+    assert AuditEvent.objects.filter(action="record.asserted.created").count() == 4
+
+    second = [fact(s, f"{s}-v2", "r2", expected_revision=1) for s in subjects]
+    samples, statements, _ = batch_floor.floor_batches(agent, [second], "created")
+    assert len(samples) == 1 and statements > 0
+    heads = MemoryRecord.objects.filter(subject_id__in=subjects, is_head=True).order_by("subject_id")
+    assert [(r.subject_id, r.value, r.revision) for r in heads] == [(s, f"{s}-v2", 2) for s in subjects]
+    old = MemoryRecord.all_objects.filter(subject_id__in=subjects, revision=1)
+    assert {(r.status, r.superseded_by_id is not None) for r in old} == {("superseded", True)}
+    assert AuditEvent.objects.filter(action="record.asserted.created").count() == 7

@@ -295,3 +295,23 @@ def test_the_floor_refuses_a_pair_whose_attributes_coincide_in_both_writes():
     assert cas_floor._ambiguous(a, b) and not cas_floor._ambiguous(a, c)
     with pytest.raises(cas_floor.TemplateError):
         cas_floor.make_plan(None, [a, b], "t")
+
+
+@pytest.mark.parametrize("purged_rows", [False, True], ids=["new", "tombstoned"])
+def test_a_new_fact_is_read_in_one_statement_with_its_next_revision(agent, purged_rows):
+    """The fact's read returns its highest revision even when no live row matches, so a new fact sends no second
+    statement. As a second MAX() of its own, that statement was planned through the field's index on a tenant
+    importing into the table: 17-27 ms per new fact at 16,000 records of the predicate. A fact whose rows are all
+    tombstoned (awaiting purge) still starts after its highest revision."""
+    if purged_rows:
+        for n in (1, 2):
+            assert_fact(agent, deadline(f"v{n}", f"r{n}", at(10, n), expected_revision=n - 1 or None))
+        MemoryRecord.objects.filter(subject_id=deadline("x", "r1", at(10, 1)).subject_id).update(
+            tombstoned_at=at(10, 3), is_head=False, status=MemoryRecord.Status.DELETED
+        )
+    with CaptureQueriesContext(connection) as queries:
+        result = assert_fact(agent, deadline("v-new", "r9", at(10, 20)))
+    assert result.outcome == Outcome.CREATED and result.record.revision == (3 if purged_rows else 1)
+    reads = [q["sql"] for q in queries.captured_queries if "max_revision" in q["sql"] or "MAX(" in q["sql"].upper()]
+    assert len(reads) == 1, reads
+    assert [q["sql"] for q in queries.captured_queries if q["sql"].startswith('SELECT MAX("memory_memoryrecord"')] == []

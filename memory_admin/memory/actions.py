@@ -18,7 +18,6 @@ from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Max
 from django.utils import timezone
 
 from memory_admin.accounts.models import Principal, Tenant
@@ -401,22 +400,31 @@ def _lock_fact_and_read_policy(tenant_id: int, a: Assertion) -> tuple[FieldPolic
 @cache
 def _fact_rows_sql(vendor: str) -> str:
     """`_read_fact`'s statement, spelled out once per backend: the fact's live head and accepted rows, locked, each
-    with the fact's highest revision. Building it with the ORM on every write cost more Python time than its round
-    trip."""
+    with the fact's highest revision; one row of NULLs with that revision when there are none (a new fact). Building
+    it with the ORM on every write cost more Python time than its round trip."""
     table = MemoryRecord._meta.db_table
     key = "{t}.tenant_id = %s AND {t}.project_id = %s AND {t}.subject_id = %s AND {t}.predicate = %s"
-    locking = " FOR UPDATE OF r" if connection.features.has_select_for_update_of else ""
+    live = f"{key.format(t='r')} AND r.tombstoned_at IS NULL AND (r.is_head OR r.status = %s)"
     # Revisions are unique over every row of the fact, tombstoned ones awaiting purge included. Ordered by
     # revision, which the fact's unique index (`record_unique_fact_revision`) gives without a sort: when the
     # tenant's statistics lag its growth (an import into a large table), the planner estimates its rows at none,
     # the indexes tie, and without the order it read the fact through the predicate's index, every record of the
     # predicate (160-890 ms per write at 370,000 records of the tenant; 0.1-0.5 ms with it). A tie-breaker, not a
     # guarantee: migration memory/0014 keeps the statistics close to the tenants' growth.
+    # The highest revision is the one row every answer has, and the rows join it: a new fact needs no second
+    # statement. That second statement, a MAX() of its own, was planned through the field's index on an importing
+    # tenant: 17-27 ms per new fact at 16,000 records of the predicate (bench/onboarding.py), 0.1 ms here.
+    highest = f"(SELECT MAX(v.revision) AS max_revision FROM {table} v WHERE {key.format(t='v')}) m"
+    if connection.features.has_select_for_update_of:
+        # The lock is taken in the LATERAL subquery: FOR UPDATE may not reach the nullable side of an outer join.
+        return (
+            f"SELECT {rows.select_list(MemoryRecord, 'r')}, m.max_revision FROM {highest} LEFT JOIN LATERAL"
+            f" (SELECT {rows.select_list(MemoryRecord, 'r')} FROM {table} r WHERE {live}"
+            " ORDER BY r.revision FOR UPDATE OF r) r ON TRUE ORDER BY r.revision"
+        )
     return (
-        f"SELECT {rows.select_list(MemoryRecord, 'r')},"
-        f" (SELECT MAX(v.revision) FROM {table} v WHERE {key.format(t='v')}) AS max_revision"
-        f" FROM {table} r WHERE {key.format(t='r')} AND r.tombstoned_at IS NULL"
-        f" AND (r.is_head OR r.status = %s) ORDER BY r.revision{locking}"
+        f"SELECT {rows.select_list(MemoryRecord, 'r')}, m.max_revision FROM {highest}"
+        f" LEFT JOIN {table} r ON {live} ORDER BY r.revision"
     )
 
 
@@ -435,12 +443,9 @@ def _read_fact(
     with connection.cursor() as cursor:
         cursor.execute(_fact_rows_sql(connection.vendor), [*key, *key, Status.ACCEPTED.value])
         found = cursor.fetchall()
-    locked = [rows.load(MemoryRecord, row) for row in found]
-    if found:
-        next_revision = found[0][-1] + 1
-    else:  # a new fact, or one whose rows are all tombstoned and awaiting purge
-        every_version = MemoryRecord.all_objects.for_fact(project, a.subject_id, a.predicate)
-        next_revision = (every_version.aggregate(m=Max("revision"))["m"] or 0) + 1
+    # No live row (a new fact, or one whose rows are all tombstoned and awaiting purge): one row of NULLs.
+    locked = [rows.load(MemoryRecord, row) for row in found if row[0] is not None]
+    next_revision = (found[0][-1] or 0) + 1
     return _Write(
         principal=principal,
         assertion=a,
