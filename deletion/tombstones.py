@@ -24,7 +24,8 @@ from django.db.models import Q
 from deletion import ledger
 from deletion.models import DeletionRequest, RefusedWrite, Tombstone
 from memory_admin.derived.models import Event
-from memory_admin.memory import rows, stats
+from memory_admin.lib import rows
+from memory_admin.memory import stats
 from memory_admin.memory.errors import DomainError, Tombstoned
 from memory_admin.memory.hooks import FactWrite
 from memory_admin.memory.models import MemoryRecord, RecordHide
@@ -372,7 +373,7 @@ def _live_stones_of_scopes(tenant_id: int, scopes: set[str]) -> tuple[list[Tombs
 def _live_stones_probing_rules(tenant_id: int, where: str, params: list[Any]) -> tuple[list[Tombstone], bool]:
     """The tenant's live tombstones matching `where` (on the alias `s`), oldest first, and whether the tenant has a
     record hiding rule (memory.RecordHide), in one round trip: the stones are LEFT JOINed to one row, so the probe
-    answers when no stone matches. The statement's frame is built once (memory.rows), not a queryset per call."""
+    answers when no stone matches. The statement's frame is built once (lib.rows), not a queryset per call."""
     with connection.cursor() as cursor:
         cursor.execute(_probing_sql().format(where=where), [tenant_id, tenant_id, *params])
         found = cursor.fetchall()

@@ -1,4 +1,4 @@
-"""The set-based writes of a batch (memory.rows on PostgreSQL, the ORM elsewhere) store exactly what one
+"""The set-based writes of a batch (lib.rows on PostgreSQL, the ORM elsewhere) store exactly what one
 `assert_fact` per item stores — awkward text and JSON included — and the batch door's parser reports each item's
 problems as a serializer of its own would."""
 
@@ -15,7 +15,7 @@ from memory_admin.accounts.services import ensure_principal
 from memory_admin.accounts.tenancy import tenant_context
 from memory_admin.api.batch import ItemParser, assertion_of
 from memory_admin.api.serializers import AssertFactSerializer
-from memory_admin.memory import rows
+from memory_admin.lib import rows
 from memory_admin.memory.actions import Assertion, assert_fact
 from memory_admin.memory.batch import assert_facts
 from memory_admin.memory.errors import InvalidInput
@@ -140,7 +140,7 @@ def test_a_batch_reads_and_writes_only_its_own_tenants_facts(agent, outsider):
     assert still.is_head and still.status == "accepted" and still.superseded_by_id is None
 
 
-@pytest.mark.postgres_only(reason="PostgreSQL's array syntax, which memory.rows sends each column in")
+@pytest.mark.postgres_only(reason="PostgreSQL's array syntax, which lib.rows sends each column in")
 def test_array_literals_round_trip_through_postgresql(db):
     values = [*AWKWARD, None, "x" * 5000, "\t tab and\nnewline", "'single'"]
     with connection.cursor() as cursor:
@@ -153,7 +153,7 @@ def test_array_literals_round_trip_through_postgresql(db):
         assert cursor.fetchone()[0] == []
 
 
-@pytest.mark.postgres_only(reason="memory.rows's INSERT ... SELECT FROM unnest(...), PostgreSQL's set-based insert")
+@pytest.mark.postgres_only(reason="lib.rows's INSERT ... SELECT FROM unnest(...), PostgreSQL's set-based insert")
 def test_a_naive_datetime_is_refused_rather_than_guessed(agent):
     naive = datetime(2026, 10, 20, 9, 0)
     columns = {"tenant_id": [agent.tenant_id], "at": [naive], "actor_name": ["x"], "action": ["a"]}

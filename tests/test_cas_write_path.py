@@ -2,7 +2,7 @@
 
 On PostgreSQL the fact's lock, the field's policy and the new version's id come in one round trip, and a
 supersession writes the old head in one UPDATE before the INSERT; on SQLite the same decisions take the
-three-statement path. Either way the rows are those `save()` would write (memory.rows).
+three-statement path. Either way the rows are those `save()` would write (lib.rows).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from django.db import connection, transaction
 from django.db.models.signals import post_save, pre_save
 from django.test.utils import CaptureQueriesContext
 
-from memory_admin.memory import rows
+from memory_admin.lib import rows
 from memory_admin.memory.actions import Outcome, assert_fact, expire_record, fact_lock_key
 from memory_admin.memory.errors import IssuerNotAuthorized
 from memory_admin.memory.models import AuditEvent, FieldPolicy, MemoryRecord, Project
@@ -88,7 +88,7 @@ def test_an_unauthorized_issuer_is_refused_inside_the_transaction_with_nothing_s
 
 
 def test_the_rows_writes_are_what_save_writes(agent):
-    """memory.rows sends save()'s columns with each field's own preparation: a row written by it reads back
+    """lib.rows sends save()'s columns with each field's own preparation: a row written by it reads back
     equal to one written by save(), on both backends."""
     made = assert_fact(agent, deadline({"nested": [1, "two"]}, "r1", at(10, 1)), now=at(10, 1, 9, 1)).record
     stored = MemoryRecord.objects.get(pk=made.pk)
@@ -114,7 +114,7 @@ def test_the_rows_writes_are_what_save_writes(agent):
 
 @pytest.mark.django_db
 def test_each_fields_preparation_is_the_fields_own_get_db_prep_save():
-    """memory.rows prepares the common values of a write without the field's method calls; for every field it writes
+    """lib.rows prepares the common values of a write without the field's method calls; for every field it writes
     and every kind of value (those it returns at once and those it hands to the field), the result is the field's."""
     from datetime import UTC, datetime
 
@@ -153,7 +153,7 @@ def test_each_fields_preparation_is_the_fields_own_get_db_prep_save():
 
 @pytest.mark.django_db
 def test_an_unsaved_related_object_is_refused_and_a_saved_one_gives_its_id(agent):
-    """save()'s check of related objects, made by memory.rows over the foreign keys it writes."""
+    """save()'s check of related objects, made by lib.rows over the foreign keys it writes."""
     made = assert_fact(agent, deadline("a", "r1", at(10, 1)), now=at(10, 1, 9, 1)).record
     record = MemoryRecord.objects.get(pk=made.pk)
     record.superseded_by = MemoryRecord(memory_id="mem-unsaved")
@@ -218,7 +218,7 @@ def test_a_snapshot_is_what_a_json_round_trip_gives(agent):
 
 
 def test_no_signal_listens_to_the_rows_written_without_save():
-    """memory.rows sends no model signal; it may stand in for save() only while nobody listens."""
+    """lib.rows sends no model signal; it may stand in for save() only while nobody listens."""
     for model in (MemoryRecord, AuditEvent):
         assert not pre_save.has_listeners(model) and not post_save.has_listeners(model)
 

@@ -528,7 +528,7 @@ def test_finding_purging_and_verifying_bind_as_many_parameters_for_a_big_subject
 
 
 def test_among_binds_one_array_on_postgresql_and_the_list_elsewhere_and_refuses_mixed_ids(agent):
-    from memory_admin.memory import rows
+    from memory_admin.lib import rows
 
     made = person(agent, "p-1", 2)
     ids, memory_ids = [r.pk for r in made], [r.memory_id for r in made]

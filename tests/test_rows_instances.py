@@ -1,4 +1,4 @@
-"""memory.rows builds instances without Django's per-field constructor calls, and sends a JSON column as one JSON
+"""lib.rows builds instances without Django's per-field constructor calls, and sends a JSON column as one JSON
 array: each stands in for what Django does only where it gives the same result, which these tests compare."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from django.db import connection, models
 from django.db.models.signals import post_init, pre_init
 
-from memory_admin.memory import rows
+from memory_admin.lib import rows
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.models import AuditEvent, MemoryRecord, Project, RecheckAttempt
 from tests.conftest import at, deadline
@@ -106,7 +106,7 @@ def test_a_loaded_row_is_the_instance_a_queryset_gives(agent):
     assert not loaded._state.adding and loaded._state.db == queried._state.db == connection.alias
 
 
-@pytest.mark.postgres_only(reason="memory.rows's INSERT ... SELECT FROM ROWS FROM (...), PostgreSQL's set-based insert")
+@pytest.mark.postgres_only(reason="lib.rows's INSERT ... SELECT FROM ROWS FROM (...), PostgreSQL's set-based insert")
 def test_json_columns_sent_as_one_array_store_what_the_orm_stores(agent):
     n = len(AWKWARD_JSON)
     rows.insert_columns(
@@ -151,7 +151,7 @@ def test_json_columns_sent_as_one_array_store_what_the_orm_stores(agent):
     assert [loaded[f"m-{i}"] for i in range(n)] == AWKWARD_JSON
 
 
-@pytest.mark.postgres_only(reason="memory.rows's UPDATE ... FROM ROWS FROM (...), PostgreSQL's set-based update")
+@pytest.mark.postgres_only(reason="lib.rows's UPDATE ... FROM ROWS FROM (...), PostgreSQL's set-based update")
 def test_json_columns_updated_as_one_array_store_each_rows_own_value(agent):
     record = assert_fact(agent, deadline({"n": 1}, "r1", at(10, 1))).record
     attempts = [
@@ -176,7 +176,7 @@ def test_json_columns_updated_as_one_array_store_each_rows_own_value(agent):
 
 @pytest.mark.django_db
 def test_a_queryset_builds_records_as_djangos_from_db_would(agent):
-    """MemoryRecord.from_db is memory.rows.from_db: a full row gives the instance Django's from_db gives; a row with
+    """MemoryRecord.from_db is lib.rows.from_db: a full row gives the instance Django's from_db gives; a row with
     deferred fields, and any model with an init listener, go through Django's own."""
     made = assert_fact(agent, deadline({"n": 1}, "r1", at(10, 1))).record
     queried = MemoryRecord.all_objects.select_related("project").get(pk=made.pk)

@@ -3,6 +3,7 @@ the commands; every change audited; a revoked or expired token answers 401 on it
 
 from __future__ import annotations
 
+import hashlib
 from datetime import timedelta
 from io import StringIO
 
@@ -69,6 +70,30 @@ def test_an_unknown_token_and_a_deactivated_principal_are_refused(agent):
     Principal.objects.filter(pk=agent.pk).update(is_active=False)
     response = bearer(raw).get("/api/v1/records/")
     assert response.status_code == 401 and response.json()["code"] == "authentication_failed"
+
+
+def test_lookup_loads_the_token_its_principal_and_tenant_as_the_orm_would_in_one_query(agent, db):
+    """The lookup every API request makes is one statement built once (lib.rows): the token, its principal and
+    the principal's tenant (none for a principal without one) hold what select_related would have loaded, and
+    nothing more is read when they are used."""
+    from django.forms.models import model_to_dict
+
+    tenantless = Principal.objects.create(username="ops-without-tenant", name="ops")
+    for principal in (agent, tenantless):
+        raw = issue_token(principal, "ci")
+        want = ApiToken.objects.select_related("principal", "principal__tenant").get(
+            key_hash=hashlib.sha256(raw.encode()).hexdigest()
+        )
+        with CaptureQueriesContext(connection) as queries:
+            got = ApiToken.objects.lookup(raw)
+            assert got is not None
+            tenant = got.principal.tenant
+        assert len(queries.captured_queries) == 1
+        assert model_to_dict(got) == model_to_dict(want) and got.pk == want.pk
+        assert model_to_dict(got.principal) == model_to_dict(want.principal)
+        assert (tenant and model_to_dict(tenant)) == (want.principal.tenant and model_to_dict(want.principal.tenant))
+        assert got._state.adding is False and got.principal._state.adding is False
+    assert ApiToken.objects.lookup("mga_" + "x" * 43) is None
 
 
 def test_last_use_is_recorded_and_written_at_most_once_a_minute(agent, django_assert_num_queries):

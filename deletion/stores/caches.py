@@ -10,7 +10,7 @@ from django.db import transaction
 from deletion.stores.base import Found, Job, Scope, Store, Verification, register
 from memory_admin.derived.caches import fact_key
 from memory_admin.derived.models import CacheEntry
-from memory_admin.memory import rows
+from memory_admin.lib import rows
 
 
 def _fact_keys(scope: Scope) -> set[str]:

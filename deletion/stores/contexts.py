@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from deletion.stores.base import NOTICE_REASON, Found, Job, Scope, Store, Verification, register
 from memory_admin.derived.models import ContextItem, Invalidation
-from memory_admin.memory import rows
+from memory_admin.lib import rows
 
 
 @register

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from deletion.stores.base import REDACTION, Found, Job, Scope, Store, Verification, register
-from memory_admin.memory import rows
+from memory_admin.lib import rows
 from memory_admin.memory.models import AuditEvent, Dispute
 
 

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from deletion.stores.base import Found, Job, Scope, ScopeRecord, Store, Verification, register
 from memory_admin.derived.models import Event, EventHide, EventSubject, naming
-from memory_admin.memory import rows
+from memory_admin.lib import rows
 from memory_admin.memory.models import MemoryRecord
 
 # A log line that names no subject but quotes a deleted value (PRODUCT.md rule 12: raw logs are a copy).

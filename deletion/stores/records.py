@@ -13,7 +13,8 @@ from django.db.models.signals import post_delete, pre_delete
 from deletion import ledger, tombstones
 from deletion.models import DeletionRequest, Tombstone
 from deletion.stores.base import Found, Job, Scope, Store, Verification, register
-from memory_admin.memory import rows, stats
+from memory_admin.lib import rows
+from memory_admin.memory import stats
 from memory_admin.memory.models import AuditEvent, MemoryRecord, RecordHide
 
 # The scopes hidden by a rule at acceptance (one row) rather than by an UPDATE of every record.

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from deletion.stores.base import Found, Job, Scope, Store, Verification, register
 from memory_admin.derived.models import ActionBase, ScheduledAction
-from memory_admin.memory import rows
+from memory_admin.lib import rows
 
 
 @register

@@ -8,7 +8,7 @@ from typing import Any
 from deletion.stores.base import Found, Job, Scope, Store, Verification, register
 from memory_admin.derived.lineage import REGENERATORS, BaseRef, create_summary, regenerate_from
 from memory_admin.derived.models import Summary, SummaryBase
-from memory_admin.memory import rows
+from memory_admin.lib import rows
 
 
 def built_on(scope: Scope) -> Any:

@@ -29,7 +29,7 @@ from memory_admin.derived.models import (
     Summary,
     SummaryBase,
 )
-from memory_admin.memory import rows
+from memory_admin.lib import rows
 from memory_admin.memory.models import MemoryRecord, new_public_id
 from memory_admin.queueing import enqueue_after_commit, enqueue_batched_after_commit
 

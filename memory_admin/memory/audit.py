@@ -12,7 +12,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 
 from memory_admin.accounts.models import Principal, Tenant
-from memory_admin.memory import rows
+from memory_admin.lib import rows
 from memory_admin.memory.models import AuditEvent, MemoryRecord
 
 

@@ -8,7 +8,7 @@ is asked: one query for the fields' policies, per round one statement locking ev
 their set form (`hooks.guard_assertions`: the tombstone checks, one query per kind), one read of the facts'
 heads and accepted rows, one of their revisions, and the writes collected (`actions.DeferredWrites`) into a
 few bulk statements: updates, inserts, audit events, one propagation of the beliefs that ended and one
-`records_changed` notification. On PostgreSQL those statements are set-based SQL (`memory.rows`: each column
+`records_changed` notification. On PostgreSQL those statements are set-based SQL (`lib.rows`: each column
 one array, `INSERT ... SELECT FROM unnest(...)`, `UPDATE ... FROM unnest(...)`), as is the read of the facts
 (the keys joined as arrays); elsewhere the ORM's bulk_create and bulk_update.
 
@@ -41,7 +41,8 @@ from django.db.models import Field, Max, Q
 from django.utils import timezone
 
 from memory_admin.accounts.models import Principal, Tenant
-from memory_admin.memory import audit, hooks, rows, stats
+from memory_admin.lib import rows
+from memory_admin.memory import audit, hooks, stats
 from memory_admin.memory.actions import (
     _APPLY,
     Assertion,
@@ -513,7 +514,7 @@ class _Deferred:
 
 def _insert_rows(records: list[MemoryRecord], ids_known: bool) -> None:
     """Insert the new records: on PostgreSQL (ids reserved) one `INSERT ... SELECT FROM unnest(...)`
-    (memory.rows; bulk_create's per-field preparation cost more in Python than the rows cost the database),
+    (lib.rows; bulk_create's per-field preparation cost more in Python than the rows cost the database),
     elsewhere bulk_create."""
     if connection.vendor == "postgresql" and ids_known:
         for record in records:
@@ -531,7 +532,7 @@ def _insert_rows(records: list[MemoryRecord], ids_known: bool) -> None:
 def _update_rows(records: list[MemoryRecord], names: list[str]) -> None:
     """Write the fields `names` of `records` (each its own values) in one statement.
 
-    On PostgreSQL an `UPDATE ... FROM unnest(...)` (memory.rows): Django's bulk_update builds a CASE WHEN
+    On PostgreSQL an `UPDATE ... FROM unnest(...)` (lib.rows): Django's bulk_update builds a CASE WHEN
     per row and field, which costs more in Python than the database spends on the rows. Elsewhere bulk_update.
     """
     for record in records:

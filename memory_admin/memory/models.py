@@ -19,8 +19,8 @@ from django.db.models import Expression, Q
 from django.utils import timezone
 
 from memory_admin.accounts.models import Tenant
+from memory_admin.lib import rows
 from memory_admin.lib.ids import new_public_id as new_public_id  # re-exported for the layers above
-from memory_admin.memory import rows
 
 
 class PublicIdModel(models.Model):
@@ -315,7 +315,7 @@ class MemoryRecord(models.Model):
     objects = LiveRecordManager()
     # Deletion adapters only: includes tombstoned rows awaiting purge.
     all_objects = RecordQuerySet.as_manager()
-    # Every query's rows built without Django's per-field constructor calls (memory.rows.from_db): a list page's
+    # Every query's rows built without Django's per-field constructor calls (lib.rows.from_db): a list page's
     # 50 records, a fact's history, a deletion's scope.
     from_db = classmethod(rows.from_db)  # type: ignore[assignment,var-annotated]
 

@@ -11,7 +11,8 @@ from django.utils import timezone
 from django.utils.duration import duration_iso_string
 
 from memory_admin.accounts.models import Principal, Tenant
-from memory_admin.memory import audit, rows, validation
+from memory_admin.lib import rows
+from memory_admin.memory import audit, validation
 from memory_admin.memory.connectors import Connector, connector_for, validate_source
 from memory_admin.memory.errors import Forbidden, InvalidInput, IssuerNotAuthorized
 from memory_admin.memory.models import FieldPolicy, MemoryRecord, Project
@@ -21,7 +22,7 @@ def policy_for(tenant: Tenant | int, project_key: str, predicate: str) -> FieldP
     """The project's own policy for the field, else the tenant-wide one, else None."""
     # A field has a handful of policies at most (one per project, one tenant-wide): fetch them and choose
     # here, a simpler query than ordering with NULLS LAST on every write. The statement is built once
-    # (memory.rows), as `filter(...).select_related("project")` would send it: compiling that queryset on every
+    # (lib.rows), as `filter(...).select_related("project")` would send it: compiling that queryset on every
     # call cost several times the query on the read for acting (issue 16 §2).
     tenant_id = tenant if isinstance(tenant, int) else tenant.pk
     with connection.cursor() as cursor:

@@ -23,8 +23,8 @@ from django.db import connection, transaction
 from django.db.models import Case, Count, F, Q, QuerySet, Value, When
 from django.utils import timezone
 
+from memory_admin.lib.rows import unnested, update_objects
 from memory_admin.memory.models import HIDDEN_SQL, HiddenByRule, MemoryRecord, RecordHide
-from memory_admin.memory.rows import unnested, update_objects
 
 Status = MemoryRecord.Status
 DAY = timedelta(days=1)

@@ -76,7 +76,7 @@ def _columns(fields: Sequence[models.Field[Any, Any]]) -> _Columns:
     model = fields[0].model if fields else None
     if model is not None and any(f.is_relation for f in model._meta.private_fields):
         # save() checks a GenericForeignKey's object too; no model written here has one.
-        raise TypeError(f"memory.rows does not write {model.__name__}: it has a generic relation.")
+        raise TypeError(f"lib.rows does not write {model.__name__}: it has a generic relation.")
     relations = tuple(cast("models.ForeignKey[Any, Any]", f) for f in fields if f.is_relation)
     return _Columns(tuple(fields), tuple(preparer(f) for f in fields), relations)
 
@@ -407,7 +407,7 @@ def _encoder(field: models.Field[Any, Any]) -> Callable[[Any], str | None]:
         return _as_text
     if kind in _INTEGER_KINDS:
         return lambda v: None if v is None else str(int(v))
-    raise TypeError(f"memory.rows cannot write a {kind} ({field}); add its encoder.")
+    raise TypeError(f"lib.rows cannot write a {kind} ({field}); add its encoder.")
 
 
 def _datetime_text(value: Any) -> str | None:
@@ -415,7 +415,7 @@ def _datetime_text(value: Any) -> str | None:
         return None
     if value.tzinfo is None or value.utcoffset() is None:
         # The ORM would guess a zone (with a warning); every writer here holds aware datetimes.
-        raise ValueError(f"memory.rows writes aware datetimes only; got {value!r}.")
+        raise ValueError(f"lib.rows writes aware datetimes only; got {value!r}.")
     return str(value.isoformat())
 
 
