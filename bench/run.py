@@ -502,6 +502,42 @@ def cpu_note(cpu: list[float]) -> str:
     return f"CPU {statistics.median(cpu):.2f} ms median" if cpu else ""
 
 
+CEILING_URL = "/api/v1/bench/ceiling/"
+
+
+def sql_floor_ms(call: Callable[[], object], iterations: int) -> tuple[float, int]:
+    """The SELECTs one `call()` sends, captured once and replayed as they were sent (values merged in) through
+    the psycopg connection, no ORM: median milliseconds per replay of them all, and how many there are. What
+    the database and the driver take of the call; the rest is the app's."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        call()
+    selects = [q["sql"] for q in queries.captured_queries if q["sql"].lstrip().upper().startswith("SELECT")]
+    connection.ensure_connection()
+    raw = connection.connection
+    samples = []
+    for _ in range(iterations):
+        t0 = time.perf_counter()
+        with raw.cursor() as cursor:
+            for sql in selects:
+                cursor.execute(sql)
+                cursor.fetchall()
+        samples.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(samples), len(selects)
+
+
+def limits_note(figure: Figure, ceiling_ms: float, call: Callable[[], object], iterations: int) -> str:
+    """A request's two limits measured in the same run: the stack's ceiling (a constant answer through the same
+    authentication, throttles and rendering, `memory_admin/api/ceiling.py`) and its own SQL as raw SQL."""
+    sql_ms, statements = sql_floor_ms(call, iterations)
+    return (
+        f"{figure.median / ceiling_ms:.1f}x the stack's ceiling ({ceiling_ms:.2f} ms, a constant answer); "
+        f"its {statements} SELECTs as raw SQL {sql_ms:.2f} ms ({figure.median / sql_ms:.1f}x)"
+    )
+
+
 def bench_api(principal: Any, tenant_id: int, iterations: int, warmup: int, seed: int) -> list[Figure]:
     from rest_framework.test import APIClient
 
@@ -539,6 +575,11 @@ def bench_api(principal: Any, tenant_id: int, iterations: int, warmup: int, seed
     deep.met = deep.p95 <= TARGET_LIST_P95_MS
     figures.append(deep)
 
+    check_response(client.get(CEILING_URL), expect_results=False)
+    ceiling = statistics.median(timed(lambda _: client.get(CEILING_URL), iterations, warmup))
+    figures[0].note += "; " + limits_note(figures[0], ceiling, lambda: client.get(first), iterations)
+    deep.note += "; " + limits_note(deep, ceiling, lambda: client.get(url), iterations)
+
     keys = sample_heads(tenant_id, iterations + warmup, seed + 1)
     urls = [f"/api/v1/records/?page_size=50&project_id={k.project}&subject_id={k.subject_id}" for k in keys]
     check_response(client.get(urls[0]))
@@ -548,7 +589,9 @@ def bench_api(principal: Any, tenant_id: int, iterations: int, warmup: int, seed
         timed(get_filtered, iterations, warmup),
         f"p95 <= {TARGET_LIST_P95_MS:g} ms",
     )
-    filtered.note = f"random subjects; {cpu_note(cpu)}"
+    filtered.note = f"random subjects; {cpu_note(cpu)}; " + limits_note(
+        filtered, ceiling, lambda: client.get(urls[0]), iterations
+    )
     filtered.met = filtered.p95 <= TARGET_LIST_P95_MS
     figures.append(filtered)
     return figures
@@ -591,7 +634,11 @@ def bench_as_of(principal: Any, tenant_id: int, iterations: int, warmup: int, se
         f"median <= {TARGET_AS_OF_MEDIAN_MS:g} ms",
     )
     figure.met = figure.median <= TARGET_AS_OF_MEDIAN_MS
-    figure.note = f"{hits}/{iterations} found a record; {cpu_note(cpu)}"
+    sql_ms, statements = sql_floor_ms(lambda: lookup(-1), iterations)
+    figure.note = (
+        f"{hits}/{iterations} found a record; {cpu_note(cpu)}; its {statements} SELECTs as raw SQL "
+        f"{sql_ms:.2f} ms ({figure.median / sql_ms:.1f}x)"
+    )
     return figure
 
 
@@ -878,6 +925,7 @@ def isolate(broker: str, cache: str = "") -> Path:
         BROKER_PROBLEM.append(problem)
     os.environ["CELERY_BROKER_URL"] = "memory://" if problem else broker
     os.environ["CELERY_TASK_DEFAULT_QUEUE"] = f"bench-{os.getpid()}"
+    os.environ["BENCH_CEILING_VIEW"] = "1"  # the API figures' ratio to the stack's ceiling (`limits_note`)
     if cache:
         from bench.load import choose_cache
 
