@@ -17,6 +17,7 @@ costs the database and the driver: no change to the app's code can make a batch 
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -90,8 +91,6 @@ def replay_batch(captured: CapturedBatch) -> float:
 def floor_batches(principal: Any, batches: Sequence[Sequence[Any]], expect: str) -> tuple[list[float], int, int]:
     """Capture and replay each batch; milliseconds per replay, statements per batch (the last one's) and the
     savepoints left out. Exits if a captured batch did not give every item `expect`."""
-    import sys
-
     samples: list[float] = []
     statements = savepoints = 0
     for items in batches:
