@@ -75,25 +75,23 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
 
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
-    """Under `make test` (DATABASE_APP_ROLE set), pytest-django creates and migrates the test database as the
-    owner, whose migrate applies the tenant policies and grants the app role its DML (memory_admin/rls);
-    then every connection of the suite — this process, the live servers' threads, the Celery workers
-    tests/celery_worker.py starts — logs in as the app role, under row-level security. The owner is back for
-    pytest-django's teardown, which drops the database."""
+    """Under `make test` (DATABASE_APP_ROLE set), pytest-django creates the test database and runs `migrate`
+    on it as the owner — the documented command, nothing more: its post_migrate applies the tenant policies
+    and grants the app role its DML (memory_admin/rls); `--reuse-db` runs that migrate again, and it is
+    idempotent. The suite itself applies no policy and grants nothing. Then every connection of the suite —
+    this process, the live servers' threads, the Celery workers tests/celery_worker.py starts — logs in as the
+    app role, as production's processes do, under row-level security. The owner is back for pytest-django's
+    teardown, which drops the database."""
     from django.db import connection
 
     role = getattr(settings, "DATABASE_APP_ROLE", "")
     if not on_postgres() or not role:
         yield
         return
-    from memory_admin.rls.policies import apply_policies, grant_app_role
-
     db = connection.settings_dict
     owner = {"USER": db["USER"], "PASSWORD": db.get("PASSWORD", "")}
     _OWNER.update(owner)
     with django_db_blocker.unblock():
-        apply_policies(connection)  # a reused database (--reuse-db) was not migrated again
-        grant_app_role(connection, role, truncate=True)
         connection.close()
     db.update(USER=role, PASSWORD=os.environ.get("DATABASE_APP_PASSWORD", ""))
     # Backups and restores are the owner's (pg_dump cannot read what the policies hide from the app role).

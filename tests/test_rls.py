@@ -21,7 +21,13 @@ from memory_admin.derived.tasks import refresh_record_vectors
 from memory_admin.derived.vectors import get_index
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.models import MemoryRecord, Project
-from memory_admin.rls.policies import EXEMPT_TABLES, POLICY, tables_without_forced_policy, tenant_tables
+from memory_admin.rls.policies import (
+    EXEMPT_TABLES,
+    POLICY,
+    link_tables,
+    tables_without_forced_policy,
+    tenant_tables,
+)
 from tests.celery_worker import require_real_broker, running_worker, wait_until
 from tests.conftest import at, deadline
 
@@ -87,11 +93,132 @@ def test_every_table_with_a_tenant_id_has_a_forced_tenant_policy(db):
         [POLICY],
     )
     assert {p[0] for p in policies} >= set(tables)
+    links = link_tables(connection)
+    assert set(links) == LINK_TABLES  # a new link table is policed by the same rule; name it here
     for table, using, check in policies:
         for expression in (using, check):
-            assert (
-                "tenant_id = (NULLIF(current_setting('app.tenant_id'::text, true), ''::text))::bigint" in expression
-            ), table
+            if table in links:  # through every parent it names
+                for column, parent, _ in links[table]:
+                    assert f"FROM {parent} p" in expression and f"{table}.{column}" in expression, table
+            else:
+                assert (
+                    "tenant_id = (NULLIF(current_setting('app.tenant_id'::text, true), ''::text))::bigint" in expression
+                ), table
+
+
+# Tables without a tenant_id column that hang off tenant tables (memory_admin/rls/policies.py, link_tables).
+LINK_TABLES = {
+    "derived_summarybase",
+    "derived_actionbase",
+    "derived_contextitem",
+    "deletion_storeprogress",
+    "memory_dispute_candidates",
+    "derived_cacheentry_records",
+}
+# Tables with neither a tenant_id nor a key into a tenant table: no tenant's memory content. A new table must
+# be a tenant table, a link table, or named here with its reason (test below).
+NOT_TENANT_DATA = {
+    "accounts_tenant": "the tenants themselves",
+    "accounts_principal": "identity, read before a tenant is known (EXEMPT_TABLES)",
+    "accounts_apitoken": "token hashes, looked up before a tenant is known",
+    "accounts_principal_groups": "Django's auth groups of a principal",
+    "accounts_principal_user_permissions": "Django's auth permissions of a principal",
+    "auth_group": "Django auth",
+    "auth_group_permissions": "Django auth",
+    "auth_permission": "Django auth",
+    "axes_accessattempt": "sign-in lockout (usernames and addresses)",
+    "axes_accessattemptexpiration": "sign-in lockout",
+    "axes_accessfailurelog": "sign-in lockout",
+    "axes_accesslog": "sign-in lockout",
+    "deletion_backup": "the operator's backup catalogue (whole-database dumps)",
+    "django_admin_log": "Django admin's log (staff only)",
+    "django_celery_beat_clockedschedule": "beat's schedule",
+    "django_celery_beat_crontabschedule": "beat's schedule",
+    "django_celery_beat_intervalschedule": "beat's schedule",
+    "django_celery_beat_periodictask": "beat's schedule",
+    "django_celery_beat_periodictasks": "beat's schedule",
+    "django_celery_beat_solarschedule": "beat's schedule",
+    "django_content_type": "Django",
+    "django_migrations": "Django",
+    "django_session": "sessions, loaded before a tenant is known",
+}
+
+
+def test_every_table_is_a_tenant_table_a_link_table_or_named_as_not_tenant_data(db):
+    _require_app_role()
+    tables = {row[0] for row in _rows("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")}
+    classified = set(tenant_tables(connection)) | set(link_tables(connection)) | set(NOT_TENANT_DATA)
+    assert tables - classified == set()
+    assert set(link_tables(connection)) & set(NOT_TENANT_DATA) == set()
+
+
+@pytest.fixture
+def linked(agent, outsider) -> dict[int, Any]:
+    """In each of two tenants, a row in every link table: a summary's and a plan's bases, a context's items,
+    a dispute's candidates, a cached answer's records, and a deletion's per-store progress."""
+    from deletion.service import request_deletion
+    from memory_admin.accounts.services import ensure_principal
+    from memory_admin.derived import caches, lineage
+    from memory_admin.memory.models import Dispute
+
+    made: dict[int, Any] = {}
+    for principal in (agent, outsider):
+        with tenant_context(principal.tenant_id):
+            record = assert_fact(principal, deadline("2026-10-30T17:00+09:00", "r17", at(10, 20))).record
+            base = [lineage.BaseRef(record.memory_id, record.revision)]
+            lineage.create_summary(principal, project_id="project-a", text="Due Oct 30.", bases=base)
+            lineage.schedule_action(
+                principal, project_id="project-a", kind="email", payload={}, due_at=at(10, 29), bases=base
+            )
+            lineage.register_context_load(principal, session_id="s-1", bases=base, expires_at=at(12, 1))
+            dispute = Dispute.objects.create(
+                tenant_id=principal.tenant_id, project=record.project, subject_id="s", predicate="p"
+            )
+            dispute.candidates.add(record)
+            key = caches.fact_key(principal.tenant_id, "project-a", record.subject_id, record.predicate)
+            caches.store(principal.tenant_id, key, {"v": 1}, [record], ttl=60)
+            officer = ensure_principal(principal.tenant.slug, f"carl-{principal.tenant_id}", ["compliance"])
+            request_deletion(officer, project_id="project-a", scope={"subject_id": "nobody"}, reason="Asked.")
+            made[principal.tenant_id] = {
+                table: _as_dicts(f"SELECT * FROM {connection.ops.quote_name(table)}") for table in LINK_TABLES
+            }
+    return made
+
+
+def _as_dicts(sql: str) -> list[dict[str, Any]]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        names = [c.name for c in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+@pytest.mark.parametrize("table", sorted(LINK_TABLES))
+def test_a_link_table_shows_and_takes_only_rows_whose_parents_are_the_current_tenants(linked, agent, outsider, table):
+    """Raw SQL on the link table, as the app role: each tenant sees its own rows only, none with no tenant set,
+    and neither a copy of the other tenant's row nor a row joining a parent of each tenant can be written."""
+    qn = connection.ops.quote_name
+    a, b = agent.tenant_id, outsider.tenant_id
+    assert linked[a][table] and linked[b][table], f"the fixture wrote no {table} row"
+    assert _rows(f"SELECT count(*) FROM {qn(table)}") == [(0,)]  # no tenant: nothing
+    theirs = linked[b][table][0]
+    with tenant_context(a):
+        assert _as_dicts(f"SELECT * FROM {qn(table)}") == linked[a][table]
+        columns = [c for c in theirs if c != "id"]
+        insert = (
+            f"INSERT INTO {qn(table)} ({', '.join(qn(c) for c in columns)}) VALUES ({', '.join(['%s'] * len(columns))})"
+        )
+        with pytest.raises(DatabaseError, match="row-level security"), transaction.atomic():
+            _rows(insert + " RETURNING id", [theirs[c] for c in columns])
+        mine = linked[a][table][0]
+        for column, _, _ in link_tables(connection)[table]:  # each parent in turn taken from the other tenant
+            mixed = {**mine, column: theirs[column]}
+            with pytest.raises(DatabaseError, match="row-level security"), transaction.atomic():
+                _rows(
+                    f"UPDATE {qn(table)} SET {qn(column)} = %s WHERE id = %s RETURNING id", [mixed[column], mine["id"]]
+                )
+        assert _rows(f"DELETE FROM {qn(table)} WHERE id = %s RETURNING id", [theirs["id"]]) == []
+    with tenant_context(b):
+        assert _as_dicts(f"SELECT * FROM {qn(table)}") == linked[b][table]  # untouched
 
 
 def test_raw_sql_without_a_tenant_filter_sees_only_the_current_tenants_rows(two_tenants):

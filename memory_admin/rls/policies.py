@@ -11,6 +11,14 @@ API loads a token's principal. Its rows hold no memory content; every door then 
 principal's tenant. Tables without a tenant_id column (tenants themselves, API tokens, sessions, lockout
 attempts, Celery beat's schedule) are not tenant rows.
 
+Link tables (`link_tables`): a table without a tenant_id column whose NOT NULL foreign keys point at tenant
+tables — a summary's bases, a plan's bases, a context's items, a deletion's per-store progress, a dispute's
+candidates, a cached answer's records, and any such table added later — gets the same forced policy through
+its parents: a row is visible and writable only while every parent it names is (`EXISTS` on each parent's
+primary key, which the parent's own policy filters). A row can then neither be read beside another tenant's
+parent nor written to join two tenants' rows. It costs one primary-key probe per parent per row touched, and
+no column, backfill or write-path change: `make bench-rls` measures it against the same tables unpoliced.
+
 Run by the owner (migrations): the web app's role can neither create nor drop policies. When
 `DATABASE_APP_ROLE` is set, the same step grants that role DML on the schema's tables and sequences, now and
 for tables the migrating role creates later.
@@ -32,6 +40,7 @@ log = logging.getLogger(__name__)
 POLICY = "tenant_isolation"
 TENANT_COLUMN = "tenant_id"
 TENANT_EXPRESSION = "NULLIF(current_setting('app.tenant_id', true), '')::bigint"
+TENANT_RULE = f"{TENANT_COLUMN} = {TENANT_EXPRESSION}"
 EXEMPT_TABLES = frozenset({"accounts_principal"})
 
 
@@ -50,8 +59,46 @@ def tenant_tables(conn: BaseDatabaseWrapper) -> list[str]:
         return [row[0] for row in cursor.fetchall() if row[0] not in EXEMPT_TABLES]
 
 
+def link_tables(conn: BaseDatabaseWrapper) -> dict[str, list[tuple[str, str, str]]]:
+    """Tables without a tenant_id column that hang off tenant tables: {table: [(column, parent table, parent
+    column), ...]} for each of its single-column NOT NULL foreign keys into a (non-exempt) tenant table."""
+    tenant = set(tenant_tables(conn))
+    with conn.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT c.relname, a.attname, p.relname, pa.attname
+            FROM pg_constraint k
+            JOIN pg_class c ON c.oid = k.conrelid
+            JOIN pg_namespace n ON n.oid = c.relnamespace
+            JOIN pg_class p ON p.oid = k.confrelid
+            JOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = k.conkey[1]
+            JOIN pg_attribute pa ON pa.attrelid = k.confrelid AND pa.attnum = k.confkey[1]
+            WHERE k.contype = 'f' AND cardinality(k.conkey) = 1 AND a.attnotnull AND c.relkind = 'r'
+              AND n.nspname = current_schema()
+              AND NOT EXISTS (SELECT 1 FROM pg_attribute t WHERE t.attrelid = c.oid AND t.attname = %s
+                              AND NOT t.attisdropped)
+            ORDER BY c.relname, a.attname
+            """,
+            [TENANT_COLUMN],
+        )
+        links: dict[str, list[tuple[str, str, str]]] = {}
+        for table, column, parent, parent_column in cursor.fetchall():
+            if parent in tenant:
+                links.setdefault(table, []).append((column, parent, parent_column))
+    return links
+
+
+def link_expression(conn: BaseDatabaseWrapper, table: str, parents: list[tuple[str, str, str]]) -> str:
+    """The link table's policy: every parent it names is visible under the parent's own policy."""
+    qn = conn.ops.quote_name
+    return " AND ".join(
+        f"EXISTS (SELECT 1 FROM {qn(parent)} p WHERE p.{qn(parent_column)} = {qn(table)}.{qn(column)})"
+        for column, parent, parent_column in parents
+    )
+
+
 def tables_without_forced_policy(conn: BaseDatabaseWrapper) -> list[str]:
-    """Tenant tables whose RLS is off or not forced, or which lack the tenant policy."""
+    """Tenant and link tables whose RLS is off or not forced, or which lack the tenant policy."""
     with conn.cursor() as cursor:
         cursor.execute(
             """
@@ -62,22 +109,22 @@ def tables_without_forced_policy(conn: BaseDatabaseWrapper) -> list[str]:
             [POLICY],
         )
         covered = {row[0] for row in cursor.fetchall()}
-    return [table for table in tenant_tables(conn) if table not in covered]
+    policed = [*tenant_tables(conn), *link_tables(conn)]
+    return [table for table in policed if table not in covered]
 
 
 def apply_policies(conn: BaseDatabaseWrapper) -> list[str]:
-    """Give each uncovered tenant table its forced policy; returns the tables changed (idempotent)."""
+    """Give each uncovered tenant or link table its forced policy; returns the tables changed (idempotent)."""
     changed = tables_without_forced_policy(conn)
+    links = link_tables(conn)
     qn = conn.ops.quote_name
     with conn.cursor() as cursor:
         for table in changed:
+            rule = link_expression(conn, table, links[table]) if table in links else TENANT_RULE
             cursor.execute(f"ALTER TABLE {qn(table)} ENABLE ROW LEVEL SECURITY")
             cursor.execute(f"ALTER TABLE {qn(table)} FORCE ROW LEVEL SECURITY")
             cursor.execute(f"DROP POLICY IF EXISTS {POLICY} ON {qn(table)}")
-            cursor.execute(
-                f"CREATE POLICY {POLICY} ON {qn(table)} "
-                f"USING ({TENANT_COLUMN} = {TENANT_EXPRESSION}) WITH CHECK ({TENANT_COLUMN} = {TENANT_EXPRESSION})"
-            )
+            cursor.execute(f"CREATE POLICY {POLICY} ON {qn(table)} USING ({rule}) WITH CHECK ({rule})")
     if changed:
         log.info("row-level security: tenant policy applied to %s", ", ".join(changed))
     return changed
