@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # Where a test run keeps its files (vector index, broker folders); give each parallel run its own.
 TEST_VAR ?= $(CURDIR)/var/test
 
-.PHONY: run test test-prepared test-sqlite smoke lint bench bench-stores bench-load bench-mcp bench-onboarding bench-integrations install clean
+.PHONY: run test test-prepared test-sqlite smoke deploy-check lint bench bench-stores bench-load bench-mcp bench-onboarding bench-integrations install clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@test -x $(PY) || "$$(bin/find-python)" -m venv $(VENV)
@@ -66,6 +66,11 @@ test-sqlite: $(STAMP)
 smoke: $(STAMP)
 	$(PY) bin/smoke.py
 
+# README "Deploying" run as written (its marked blocks, read from README.md) on a throwaway database, roles and
+# ports, then driven over HTTP: sign-in, two tenants, raw SQL as the app role, a recheck by beat, a deletion.
+deploy-check: $(STAMP)
+	$(PY) bin/deploy_check.py
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -107,6 +112,14 @@ bench-integrations: $(STAMP)
 	@set -euo pipefail; \
 	db_url=$$(bin/ensure-postgres); \
 	DATABASE_URL="$${db_url%/*}/memory_admin_bench_integrations" $(PY) bench/integrations.py $(BENCH_ARGS)
+
+# What policing the link tables through their parents costs the write path, as the app role (bench/link_policies.py).
+.PHONY: bench-rls
+bench-rls: $(STAMP)
+	@set -euo pipefail; \
+	db_url=$$(bin/ensure-postgres); \
+	app_role=$$(bin/ensure-app-role "$$db_url"); \
+	BENCH_APP_ROLE="$$app_role" DATABASE_URL="$${db_url%/*}/memory_admin_bench_rls" $(PY) bench/link_policies.py $(BENCH_ARGS)
 
 # Vector search at 1M vectors: ANN index build time, p50/p95 and recall@10 against the exact scan (bench/vectors.py).
 .PHONY: bench-vectors

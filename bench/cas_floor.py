@@ -434,7 +434,7 @@ def _floor_worker(
 ) -> None:
     """One floor process: its own Django and connection, its own captured plan (two more keys), its own keys."""
     from bench.rls import as_app_role
-    from bench.run import bench_principal, setup_django
+    from bench.setup import bench_principal, setup_django
 
     setup_django()
     principal = bench_principal()

@@ -132,21 +132,6 @@ async def drive(
 DEFAULT_CACHE = "redis://127.0.0.1:6379/11"
 
 
-def choose_cache(wanted: str) -> tuple[str, str]:
-    """The servers' cache and why: `--cache` (default a local Redis, shared by the workers as in production,
-    with a key prefix of this run); locmem when nothing answers there. Locmem is one cache per worker of at most
-    300 entries (Django's default): 2,000 keys over 4 workers do not fit, so most answers would be misses, each
-    a cache fill that writes its manifest (derived.caches.store), which is not the path measured."""
-    if not wanted.startswith("redis://"):
-        return wanted, "as asked"
-    from bench.rechecks import ensure_broker
-
-    problem = ensure_broker(wanted)  # the same reachability check (and bin/ensure-redis) as the Celery broker
-    if problem:
-        return "locmem://", f"locmem: {problem}; answers will mostly miss"
-    return wanted, "shared by the workers, as in production"
-
-
 async def fill(base: str, token: str, urls: list[str], clients: int) -> str:
     """GET each url once with `clients` in flight; returns a count of the statuses."""
     import httpx
@@ -249,7 +234,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     var_dir = tempfile.mkdtemp(prefix=f"bench-load-{os.getpid()}-")
     os.environ["VAR_DIR"] = var_dir
-    from bench.run import AGENT, TENANT, setup_django
+    from bench.setup import AGENT, TENANT, choose_cache, setup_django
 
     setup_django()
     import logging

@@ -49,8 +49,8 @@ from bench.run import (  # noqa: E402
     migrate,
     prepare_database,
     server_version,
-    setup_django,
 )
+from bench.setup import setup_django  # noqa: E402
 
 TENANT = "bench-onboarding"
 BACKGROUND_TENANT = "bench"  # bench/run.py's tenant name, in this run's own database

@@ -13,19 +13,17 @@ def app_role() -> str:
 
 
 def as_app_role(tenant_id: int) -> str:
-    """Grant the app role its DML (as the owner, still connected), then reconnect as the app role with the
-    bench tenant set for the rest of the process. Returns the role ('' when BENCH_APP_ROLE is unset)."""
+    """Reconnect as the app role with the bench tenant set for the rest of the process. Returns the role (''
+    when BENCH_APP_ROLE is unset). The policies and the role's grants come from the bench's `migrate`, which
+    names the role (bench/run.py, migrate), as an operator's does: the bench applies nothing of its own."""
     role = app_role()
     if not role:
         return ""
     from django.db import connection
 
     from memory_admin.accounts import tenancy
-    from memory_admin.rls.policies import apply_policies, grant_app_role
 
     if connection.settings_dict["USER"] != role:
-        apply_policies(connection)
-        grant_app_role(connection, role)
         connection.close()
         connection.settings_dict.update(USER=role, PASSWORD=os.environ.get("BENCH_APP_PASSWORD", ""))
     tenancy.activate(tenant_id)

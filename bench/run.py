@@ -50,9 +50,8 @@ from bench.measure import (  # noqa: E402
     statement_mode,
     timed,
 )
+from bench.setup import AGENT, TENANT, bench_principal, choose_cache, setup_django  # noqa: E402
 
-TENANT = "bench"
-AGENT = "bench-agent"
 PROJECTS = 10
 PREDICATES = 100
 SPAN = timedelta(days=5 * 365)  # generated valid times lie in the five years before yesterday
@@ -99,20 +98,6 @@ TARGET_WRITES_PER_S = 500.0
 # --- Django -------------------------------------------------------------------------------------
 
 
-def setup_django() -> None:
-    """Import Django with the project's settings; the bench runs with DEBUG off, like production."""
-    if str(REPO_ROOT) not in sys.path:
-        sys.path.insert(0, str(REPO_ROOT))
-    os.environ["DJANGO_SETTINGS_MODULE"] = "memory_admin.settings"
-    os.environ.setdefault("DEBUG", "0")  # DEBUG on would log every query and skew the figures
-    os.environ.setdefault("SECRET_KEY", "bench-only-not-a-secret")
-    # The production profile redirects plain http to https; the bench's in-process clients speak plain http.
-    os.environ.setdefault("SECURE_SSL_REDIRECT", "0")
-    import django
-
-    django.setup()
-
-
 def admin_connection() -> Any:
     """An autocommit connection to the server's `postgres` database (to create or drop the bench one)."""
     import psycopg
@@ -156,8 +141,15 @@ def prepare_database(regenerate: bool) -> None:
 
 
 def migrate() -> None:
+    """The documented command: with BENCH_APP_ROLE set it names that role (DATABASE_APP_ROLE), so migrate's
+    post_migrate applies the tenant policies and grants the role its DML, as in production (bench/rls.py)."""
+    from django.conf import settings
     from django.core.management import call_command
 
+    from bench.rls import app_role
+
+    if app_role():
+        settings.DATABASE_APP_ROLE = app_role()
     started = time.perf_counter()
     call_command("migrate", interactive=False, verbosity=0)
     print(f"Migrations applied ({time.perf_counter() - started:.1f} s)")
@@ -697,12 +689,6 @@ def cas_writes(
     return WriteRun(samples, started, time.perf_counter(), time.process_time() - cpu, outcomes, errors)
 
 
-def bench_principal() -> Any:
-    from memory_admin.accounts.models import Principal
-
-    return Principal.objects.select_related("tenant").get(username=f"{AGENT}@{TENANT}")
-
-
 def _write_worker(heads: list[Head], warmup: int, tag: str, barrier: Any, results: Any) -> None:
     """One writer process: its own Django and database connection, its own fact keys."""
     setup_django()
@@ -927,8 +913,6 @@ def isolate(broker: str, cache: str = "") -> Path:
     os.environ["CELERY_TASK_DEFAULT_QUEUE"] = f"bench-{os.getpid()}"
     os.environ["BENCH_CEILING_VIEW"] = "1"  # the API figures' ratio to the stack's ceiling (`limits_note`)
     if cache:
-        from bench.load import choose_cache
-
         url, why = choose_cache(cache)
         if url == "locmem://":  # Redis down: keep the embedded default rather than a per-process cache
             CACHE_NOTE.append(f"cache: the embedded file cache under VAR_DIR ({why.removeprefix('locmem: ')})")
