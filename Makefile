@@ -5,6 +5,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # Where a test run keeps its files (vector index, broker folders); give each parallel run its own.
 TEST_VAR ?= $(CURDIR)/var/test
+# Test processes (pytest-xdist) for `make test` and `make test-sqlite`; each gets its own test database, VAR_DIR
+# subfolder, Celery queue and cache key prefix (tests/workers.py). TEST_WORKERS=0 runs in this one process.
+TEST_WORKERS ?= 2
 
 .PHONY: run test test-prepared test-sqlite smoke deploy-check lint bench bench-stores bench-load bench-mcp bench-onboarding bench-integrations install clean
 
@@ -34,7 +37,7 @@ test: $(STAMP)
 	DATABASE_APP_ROLE="$$app_role" DATABASE_APP_ROLE_TRUNCATE=1 \
 	DATABASE_URL="$$db_url" REDIS_URL="$$redis_url" CELERY_BROKER_URL="$${broker:-filesystem://}" \
 	CACHE_URL="$${cache:-locmem://}" VECTOR_INDEX_PATH="$(TEST_VAR)/vectors" \
-	CELERY_TASK_DEFAULT_QUEUE="tests-$$$$" CACHE_KEY_PREFIX="tests-$$$$" VAR_DIR="$(TEST_VAR)" $(PY) -m pytest $(PYTEST_ARGS)
+	CELERY_TASK_DEFAULT_QUEUE="tests-$$$$" CACHE_KEY_PREFIX="tests-$$$$" VAR_DIR="$(TEST_VAR)" $(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # The write, read and deletion paths again with prepared statements (README "Deploying", step 8): values sent
 # apart from the SQL, and each statement prepared from its second run on a connection, so SQL PostgreSQL cannot
@@ -55,11 +58,12 @@ test-prepared: $(STAMP)
 test-sqlite: $(STAMP)
 	@set -euo pipefail; \
 	bin/ensure-chromium; \
-	rm -rf "$(TEST_VAR)/broker" "$(TEST_VAR)/cache" "$(TEST_VAR)/vectors"; mkdir -p "$(TEST_VAR)"; \
+	rm -rf "$(TEST_VAR)/broker" "$(TEST_VAR)/cache" "$(TEST_VAR)/vectors" "$(TEST_VAR)"/gw*/{broker,cache,vectors}; \
+	mkdir -p "$(TEST_VAR)"; \
 	echo "Testing against SQLite in $(TEST_VAR) (broker: filesystem)"; \
 	DATABASE_URL="sqlite:///$(TEST_VAR)/db.sqlite3" CELERY_BROKER_URL="filesystem://" \
 	CACHE_URL="file://$(TEST_VAR)/cache" VECTOR_INDEX_PATH="$(TEST_VAR)/vectors" \
-	CELERY_TASK_DEFAULT_QUEUE="tests-$$$$" CACHE_KEY_PREFIX="tests-$$$$" VAR_DIR="$(TEST_VAR)" $(PY) -m pytest $(PYTEST_ARGS)
+	CELERY_TASK_DEFAULT_QUEUE="tests-$$$$" CACHE_KEY_PREFIX="tests-$$$$" VAR_DIR="$(TEST_VAR)" $(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # The newcomer's path over HTTP: `bin/run` on a throwaway var/, every page as each demo human, the API,
 # and a subject deletion followed to purge confirmation (bin/smoke.py).

@@ -260,6 +260,55 @@ def test_a_bad_url_template_is_a_400(api, admin, template, words):
     assert words in " ".join(response.json()["errors"]["canonical_source"])
 
 
+@pytest.mark.parametrize(
+    "template",
+    [
+        "https://tasks.example.com/{subject_id:>30000000}",
+        "https://tasks.example.com/{subject_id:x^999}",
+        "https://tasks.example.com/{subject_id!r}",
+        "https://tasks.example.com/{subject_id!s:>5}",
+        "https://tasks.example.com/{predicate:{subject_id}}",
+    ],
+)
+def test_a_placeholder_with_a_format_spec_or_conversion_is_a_400(api, admin, template):
+    """Issue 30, item 2: `{subject_id:>30000000}` passed (only the name was checked) and built a 30 MB URL."""
+    response = api(admin).post("/api/v1/field-policies/", policy_body(url_template=template), format="json")
+    assert response.status_code == 400, response.content
+    assert "no format spec or conversion" in " ".join(response.json()["errors"]["canonical_source"])
+    assert not FieldPolicy.objects.filter(predicate="submission_deadline").exists()
+
+
+def test_a_stored_template_with_a_format_spec_is_refused_at_fetch_without_building_the_url(api, admin, source):
+    """A policy saved before the rule (written past validation) is checked again before any URL is built."""
+    base_url, _ = source
+    policy = make_policy(admin, base_url)
+    policy.canonical_source["url_template"] = base_url + "/tasks/{subject_id:>30000000}"
+    policy.save()
+    answer = try_source(api, admin, policy)
+    assert answer["outcome"] == "source_unavailable"
+    assert "cannot be filled in" in answer["detail"]
+    assert len(json.dumps(answer)) < 10_000
+
+
+def test_a_url_longer_than_the_cap_is_refused_before_connecting(api, admin):
+    """Many placeholders each filled with a long, fully quoted subject_id: refused before any request."""
+    from memory_admin.memory.connectors.http_json import MAX_URL_LENGTH
+
+    with serving(echo) as (base_url, seen):
+        policy = make_policy(admin, base_url)
+        policy.canonical_source["url_template"] = base_url + "/" + "{subject_id}" * 150
+        policy.save()
+        response = api(admin).post(
+            f"/api/v1/field-policies/{policy.pk}/test/",
+            {"subject_id": "s" * 190, "project_id": "project-a"},
+            format="json",
+        )
+    assert response.status_code == 200, response.content
+    assert response.json()["outcome"] == "source_unavailable"
+    assert str(MAX_URL_LENGTH) in response.json()["detail"]
+    assert seen == []
+
+
 # --- Where the server connects ----------------------------------------------------------------------
 
 

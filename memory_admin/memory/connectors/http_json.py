@@ -28,6 +28,9 @@ from memory_admin.memory.connectors.base import (
 )
 
 _PLACEHOLDERS = {"project_id", "subject_id", "predicate"}
+# A template is at most 2,000 characters and each identifier at most 200 (each quoted byte at most 3 characters,
+# each UTF-8 character at most 4 bytes): no honest URL comes near this; anything longer is refused before a fetch.
+MAX_URL_LENGTH = 8192
 _MISSING = object()
 # RFC 9110 field-name token; anything else (a CR or LF above all) could split the request.
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")
@@ -100,8 +103,16 @@ class HttpJsonConnector(Connector):
         return problems
 
     def url_for(self, key: FactKey) -> str:
+        """The URL for `key`, or ValueError. The template is checked again here, as the secret is (a policy saved
+        before a rule existed must not get around it), and the built URL is capped at MAX_URL_LENGTH."""
+        template = str(self.settings["url_template"])
+        if _placeholder_problems(template):
+            raise ValueError("url_template is not valid")
         values = {name: quote(getattr(key, name), safe="") for name in _PLACEHOLDERS}
-        return str(self.settings["url_template"]).format(**values)
+        url = template.format(**values)
+        if len(url) > MAX_URL_LENGTH:
+            raise ValueError("the URL is too long")
+        return url
 
     def _headers(self) -> tuple[dict[str, str], str]:
         """The request headers and the secret sent (empty when none), refusing what must not be sent."""
@@ -128,7 +139,10 @@ class HttpJsonConnector(Connector):
         try:
             url = self.url_for(key)
         except (KeyError, IndexError, ValueError, AttributeError):
-            raise SourceUnavailable("url_template cannot be filled in; save the policy again.") from None
+            raise SourceUnavailable(
+                "url_template cannot be filled in (it is no longer valid, or the URL would be longer than "
+                f"{MAX_URL_LENGTH} characters); save the policy again."
+            ) from None
         headers, secret = self._headers()
         limit = django_settings.SOURCE_MAX_RESPONSE_BYTES
         try:
@@ -196,16 +210,7 @@ def _url_problems(template: Any) -> list[str]:
         return ["url_template must be an http(s) URL."]
     if len(template) > 2000 or any(ord(c) <= 0x20 or ord(c) == 0x7F for c in template):
         return ["url_template must be one URL without spaces, line breaks or control characters."]
-    problems: list[str] = []
-    try:
-        names = {name for _, name, _, _ in Formatter().parse(template) if name is not None}
-    except ValueError:
-        names = {"<unbalanced braces>"}
-    bad = names - _PLACEHOLDERS
-    if bad:
-        problems.append(
-            f"url_template may use only {{project_id}}, {{subject_id}} and {{predicate}}; found {sorted(bad)}."
-        )
+    problems = _placeholder_problems(template)
     authority = template.split("://", 1)[1].split("/", 1)[0].split("?", 1)[0]
     if "{" in authority or "}" in authority:
         # A placeholder in the host would let whoever writes a subject_id choose where the secret goes.
@@ -222,5 +227,28 @@ def _url_problems(template: Any) -> list[str]:
         problems.append(
             f"url_template points at {host}, an internal address this server does not fetch "
             "(the operator can allow it: SOURCE_ALLOWED_HOSTS, SOURCE_ALLOWED_NETWORKS)."
+        )
+    return problems
+
+
+def _placeholder_problems(template: str) -> list[str]:
+    """Only the three names, each bare: no format spec or conversion (checked on save and before every fetch)."""
+    problems: list[str] = []
+    try:
+        fields = [
+            (name, spec, conversion) for _, name, spec, conversion in Formatter().parse(template) if name is not None
+        ]
+    except ValueError:
+        fields = [("<unbalanced braces>", "", None)]
+    bad = {name for name, _, _ in fields} - _PLACEHOLDERS
+    if bad:
+        problems.append(
+            f"url_template may use only {{project_id}}, {{subject_id}} and {{predicate}}; found {sorted(bad)}."
+        )
+    if any(spec or conversion for _, spec, conversion in fields):
+        # `{subject_id:>30000000}` would build a 30 MB URL on every fetch: a placeholder is its name alone.
+        problems.append(
+            "url_template placeholders take no format spec or conversion: write {subject_id}, "
+            "not {subject_id:>10} or {subject_id!r}."
         )
     return problems
