@@ -114,10 +114,11 @@ def prepare(keys: int) -> tuple[Any, list[dict[str, Any]]]:
         ]
         result = assert_facts(agent, items)
         for item, outcome in zip(items, result.items, strict=True):
-            if outcome.record is None:
-                raise SystemExit(f"set-up write refused: {outcome}")
-            heads.append({"subject_id": item.subject_id, "revision": outcome.record.revision, "n": 0})
-            base = [lineage.BaseRef(outcome.record.memory_id, outcome.record.revision)]
+            if outcome.result is None:
+                raise SystemExit(f"set-up write refused: {outcome.error}")
+            record = outcome.result.record
+            heads.append({"subject_id": item.subject_id, "revision": record.revision, "n": 0})
+            base = [lineage.BaseRef(record.memory_id, record.revision)]
             lineage.create_summary(agent, project_id=PROJECT, text=f"Due {item.value}.", bases=base)
             lineage.register_context_load(
                 agent, session_id=f"s-{item.subject_id}", bases=base, expires_at=timezone.now() + timedelta(days=1)

@@ -325,7 +325,7 @@ def field_policies(tenant_id: int, ids: list[int], port: int) -> Iterator[int]:
         "revision_pointer": "/data/revision",
         "timeout_seconds": 5,
     }
-    problems = validate_canonical_source(source)
+    problems = validate_canonical_source(source, None)
     if problems:
         sys.exit(f"The bench's canonical source is refused: {problems}")
     predicates = sorted(set(MemoryRecord.objects.filter(id__in=ids).values_list("predicate", flat=True)))

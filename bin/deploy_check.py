@@ -372,7 +372,7 @@ def drive(env: dict[str, str], services: Services) -> None:
         expect(role == (env["APP_ROLE"], False), f"connected as {role}")
         for table in ("memory_memoryrecord", "derived_summarybase"):
             expect(sql.execute(f"SELECT count(*) FROM {table}").fetchone() == (0,), f"{table}: rows with no tenant set")
-        tenants = dict(sql.execute("SELECT slug, id FROM accounts_tenant").fetchall())
+        tenants: dict[str, int] = dict(sql.execute("SELECT slug, id FROM accounts_tenant").fetchall())
         for slug, token in (("acme", acme), ("globex", globex)):
             sql.execute("SELECT set_config('app.tenant_id', %s, false)", [str(tenants[slug])])
             rows = sql.execute("SELECT memory_id, tenant_id FROM memory_memoryrecord").fetchall()

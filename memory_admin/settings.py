@@ -19,6 +19,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
 from memory_admin.env import envbool, envint, envlist, envstr
+from memory_admin.lib.source_settings import parse_origin, parse_secret_bindings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(envstr("VAR_DIR", str(BASE_DIR / "var")))
@@ -227,7 +228,19 @@ SOURCE_SECRET_ENV_ALLOWLIST = envlist("SOURCE_SECRET_ENV_ALLOWLIST", ["SOURCE_SE
 # turns that off): `make run` keeps a newcomer's canonical source on 127.0.0.1 working.
 SOURCE_ALLOW_PRIVATE_NETWORKS = envbool("SOURCE_ALLOW_PRIVATE_NETWORKS", DEBUG)
 # Host names (exact) and networks (CIDR) the operator trusts even when they are internal.
+# Origins (exact): `scheme://host:port`, or a bare host for its ports 80 (http) and 443 (https) only.
 SOURCE_ALLOWED_HOSTS = [h.lower() for h in envlist("SOURCE_ALLOWED_HOSTS", [])]
+for _entry in SOURCE_ALLOWED_HOSTS:
+    try:
+        parse_origin(_entry)
+    except ValueError as _exc:
+        raise ImproperlyConfigured(f"SOURCE_ALLOWED_HOSTS: {_exc}") from None
+# Where each allowed secret may be sent: the tenants (slugs) and URL prefixes (scheme, host, port, path) it is
+# bound to, as JSON (README "Canonical sources"). A secret named by no binding is sent nowhere.
+try:
+    SOURCE_SECRET_BINDINGS = parse_secret_bindings(envstr("SOURCE_SECRET_BINDINGS", "{}"))
+except ValueError as _exc:
+    raise ImproperlyConfigured(f"SOURCE_SECRET_BINDINGS {_exc}") from None
 SOURCE_ALLOWED_NETWORKS = envlist("SOURCE_ALLOWED_NETWORKS", [])
 SOURCE_MAX_RESPONSE_BYTES = envint("SOURCE_MAX_RESPONSE_BYTES", 1024 * 1024)
 for _network in SOURCE_ALLOWED_NETWORKS:

@@ -306,6 +306,21 @@ def body(assertion: Assertion) -> dict[str, Any]:
 
 
 @pytest.fixture
+def bind_secret(settings):
+    """bind_secret(NAME, url_prefix, ..., tenants=("acme",)): the operator's SOURCE_SECRET_BINDINGS entry for one
+    secret variable (README "Canonical sources"), parsed as settings.py parses it."""
+    import json
+
+    from memory_admin.lib.source_settings import parse_secret_bindings
+
+    def bind(name: str, *urls: str, tenants: tuple[str, ...] = ("acme",)) -> None:
+        entry = parse_secret_bindings(json.dumps({name: {"tenants": list(tenants), "urls": list(urls)}}))
+        settings.SOURCE_SECRET_BINDINGS = {**settings.SOURCE_SECRET_BINDINGS, **entry}
+
+    return bind
+
+
+@pytest.fixture
 def source():
     """A stand-in canonical source on loopback: (base URL, the script of its answers)."""
     from tests.canonical_source import serving

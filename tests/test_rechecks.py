@@ -99,7 +99,8 @@ def test_a_slow_source_is_cut_off_at_the_connector_timeout(verified_record, sour
     assert attempt.duration_ms < 1500  # timeout 0.5 s, not the source's 3 s
 
 
-def test_the_auth_secret_comes_from_the_environment(verified_record, source, policy, monkeypatch):
+def test_the_auth_secret_comes_from_the_environment(verified_record, source, policy, monkeypatch, bind_secret):
+    bind_secret("SOURCE_SECRET_TASKS", source[0] + "/")  # the operator binds it to this tenant and this source
     policy.canonical_source = http_json_source(
         source[0], auth_header="X-Api-Key", auth_secret_env="SOURCE_SECRET_TASKS"
     )  # an allowlisted name (SOURCE_SECRET_ENV_ALLOWLIST defaults to SOURCE_SECRET_*)

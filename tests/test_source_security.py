@@ -145,7 +145,9 @@ def test_changing_a_policy_to_a_server_secret_is_refused_and_changes_nothing(api
     assert "auth_secret_env" not in FieldPolicy.objects.get().canonical_source
 
 
-def test_the_operator_decides_which_secret_variables_policies_may_name(api, admin, settings):
+def test_the_operator_decides_which_secret_variables_policies_may_name(api, admin, settings, bind_secret):
+    bind_secret("SOURCE_SECRET_TASKS", "https://tasks.example.com/tasks/")
+    bind_secret("TASKS_KEY", "https://tasks.example.com/")
     ok = api(admin).post(
         "/api/v1/field-policies/",
         policy_body(auth_header="X-Api-Key", auth_secret_env="SOURCE_SECRET_TASKS"),
@@ -176,10 +178,11 @@ def test_a_stored_policy_naming_a_server_secret_never_sends_it(api, admin, monke
 
 
 @pytest.mark.parametrize("secret", ["s3cret-token-value", "s3cret-\u00e9t\u00e9-value", 's3cret-"quoted"\\-value'])
-def test_an_answer_that_echoes_the_secret_is_not_shown(api, admin, monkeypatch, secret):
+def test_an_answer_that_echoes_the_secret_is_not_shown(api, admin, monkeypatch, secret, bind_secret):
     """Even an allowed secret never comes back as observed_value (raw, or written with JSON escapes)."""
     monkeypatch.setenv("SOURCE_SECRET_ECHO", secret)
     with serving(echo) as (base_url, seen):
+        bind_secret("SOURCE_SECRET_ECHO", base_url + "/tasks/")
         policy = make_policy(admin, base_url, auth_header="X-Api-Key", auth_secret_env="SOURCE_SECRET_ECHO")
         data = try_source(api, admin, policy)
         client = Client()
@@ -190,6 +193,111 @@ def test_an_answer_that_echoes_the_secret_is_not_shown(api, admin, monkeypatch, 
     assert "observed_value" not in data
     assert secret not in json.dumps(data, ensure_ascii=False) and "s3cret" not in json.dumps(data)
     assert page.status_code == 200 and "s3cret" not in page.content.decode()
+
+
+# --- Where a secret may go (issue 30, item 1) ------------------------------------------------------------
+
+
+def test_another_tenants_admin_cannot_save_a_policy_sending_a_secret_bound_to_acme(api, outsider, bind_secret):
+    """The attack: globex's admin named acme's secret with a URL on its own server. Refused on save, without
+    saying where the secret may go."""
+    bind_secret("SOURCE_SECRET_TEST", "https://tasks.example.com/api/", tenants=("acme",))
+    for url in ("https://attacker.example.net/{subject_id}", "https://tasks.example.com/api/{subject_id}"):
+        body = policy_body(url_template=url, auth_header="X-Api-Key", auth_secret_env="SOURCE_SECRET_TEST")
+        response = api(outsider).post("/api/v1/field-policies/", body, format="json")
+        assert response.status_code == 400, response.content
+        problems = " ".join(response.json()["errors"]["canonical_source"])
+        assert "not bound the secret variable SOURCE_SECRET_TEST to this tenant and this URL" in problems
+        assert "tasks.example.com/api" not in problems and "acme" not in problems
+    assert not FieldPolicy.objects.filter(tenant=outsider.tenant).exists()
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "https://attacker.example.net/api/{subject_id}",  # another host
+        "http://tasks.example.com/api/{subject_id}",  # another scheme
+        "https://tasks.example.com:8443/api/{subject_id}",  # another port
+        "https://tasks.example.com/admin/{subject_id}",  # outside the path prefix
+        "https://tasks.example.com/apiary/{subject_id}",  # a prefix of a segment is not the segment
+        "https://tasks.example.com/api/../admin/{subject_id}",  # leaves the prefix once normalised
+        "https://tasks.example.com/api/%2e%2e/admin/{subject_id}",
+        "https://tasks.example.com/{subject_id}/api/",  # the fixed part alone must lie under the prefix
+    ],
+)
+def test_a_secret_goes_only_under_the_url_prefixes_it_is_bound_to(api, admin, bind_secret, template):
+    bind_secret("SOURCE_SECRET_TEST", "https://tasks.example.com/api/")
+    body = policy_body(url_template=template, auth_header="X-Api-Key", auth_secret_env="SOURCE_SECRET_TEST")
+    response = api(admin).post("/api/v1/field-policies/", body, format="json")
+    assert response.status_code == 400, response.content
+    assert "not bound the secret variable" in " ".join(response.json()["errors"]["canonical_source"])
+    ok = policy_body(
+        url_template="https://tasks.example.com/api/tasks/{subject_id}",
+        auth_header="X-Api-Key",
+        auth_secret_env="SOURCE_SECRET_TEST",
+    )
+    assert api(admin).post("/api/v1/field-policies/", ok, format="json").status_code == 201
+
+
+def test_a_stored_policy_of_another_tenant_never_sends_the_secret(api, outsider, monkeypatch, bind_secret):
+    """Written past validation (before the bindings existed, or by hand): refused again at every fetch."""
+    monkeypatch.setenv("SOURCE_SECRET_TEST", "acme-only-s3cret")
+    with serving(echo) as (base_url, seen):
+        bind_secret("SOURCE_SECRET_TEST", base_url + "/", tenants=("acme",))
+        policy = make_policy(outsider, base_url, auth_header="X-Api-Key", auth_secret_env="SOURCE_SECRET_TEST")
+        data = try_source(api, outsider, policy)
+    assert data["outcome"] == "source_unavailable" and "SOURCE_SECRET_BINDINGS" in data["detail"]
+    assert seen == []  # nothing was sent at all
+    assert "s3cret" not in json.dumps(data)
+
+
+def test_a_stored_policy_whose_built_url_leaves_the_prefix_never_sends_the_secret(api, admin, monkeypatch, bind_secret):
+    """The binding is checked on the URL as built, not only on the template: a subject id of `..` would
+    leave /tasks/ once the server normalises the path."""
+    monkeypatch.setenv("SOURCE_SECRET_TEST", "s3cret")
+    with serving(echo) as (base_url, seen):
+        bind_secret("SOURCE_SECRET_TEST", base_url + "/tasks/")
+        policy = make_policy(admin, base_url, auth_header="X-Api-Key", auth_secret_env="SOURCE_SECRET_TEST")
+        policy.canonical_source["url_template"] = base_url + "/tasks/{subject_id}/info"
+        policy.save()
+        outside = api(admin).post(
+            f"/api/v1/field-policies/{policy.pk}/test/", {"subject_id": "..", "project_id": "project-a"}, format="json"
+        )
+        inside = try_source(api, admin, policy)
+    assert outside.status_code in (200, 400), outside.content
+    if outside.status_code == 200:
+        assert outside.json()["outcome"] == "source_unavailable"
+    assert len(seen) == 1 and seen[0]["X-Api-Key"] == "s3cret"  # only the URL under the prefix got it
+    assert inside["outcome"] != "source_unavailable"
+
+
+# --- Which ports an allowed host may use (issue 30, item 3) ---------------------------------------------
+
+
+def test_a_bare_allowed_host_reaches_ports_80_and_443_only(api, admin, source, production):
+    """With SOURCE_ALLOWED_HOSTS=localhost, a policy reached localhost:6379 and :5432."""
+    production.SOURCE_ALLOWED_HOSTS = ["localhost"]
+    for port in ("6379", "5432", source[0].rsplit(":", 1)[1]):
+        response = api(admin).post(
+            "/api/v1/field-policies/",
+            policy_body(url_template=f"http://localhost:{port}/{{subject_id}}"),
+            format="json",
+        )
+        assert response.status_code == 400, (port, response.content)
+    stored = make_policy(admin, source[0].replace("127.0.0.1", "localhost"))
+    data = try_source(api, admin, stored)
+    assert data["outcome"] == "source_unavailable" and REFUSED in data["detail"]
+    assert source[1].hits == {}
+
+
+def test_an_allowed_origin_names_its_scheme_and_port(api, admin, source, production):
+    port = source[0].rsplit(":", 1)[1]
+    source[1].set(SUBJECT, value="2026-11-02", revision="r18")
+    production.SOURCE_ALLOWED_HOSTS = [f"http://localhost:{port}"]
+    policy = make_policy(admin, source[0].replace("127.0.0.1", "localhost"))
+    assert try_source(api, admin, policy)["outcome"] != "source_unavailable"
+    https = policy_body(url_template=f"https://localhost:{port}/{{subject_id}}")  # same port, other scheme
+    assert api(admin).post("/api/v1/field-policies/", https, format="json").status_code == 400
 
 
 @pytest.mark.parametrize(
@@ -236,11 +344,13 @@ def test_a_stored_header_that_would_split_the_request_is_refused_not_a_500(api, 
     assert source[1].hits == {}
 
 
-def test_a_secret_with_a_line_break_is_refused_not_sent(api, admin, source, monkeypatch):
+def test_a_secret_with_a_line_break_is_refused_not_sent(api, admin, source, monkeypatch, bind_secret):
+    bind_secret("SOURCE_SECRET_TASKS", source[0] + "/")
     monkeypatch.setenv("SOURCE_SECRET_TASKS", "k\r\nX-Injected: 1")
     policy = make_policy(admin, source[0], auth_header="X-Api-Key", auth_secret_env="SOURCE_SECRET_TASKS")
     data = try_source(api, admin, policy)
     assert data["outcome"] == "source_unavailable" and "X-Injected" not in data["detail"]
+    assert "cannot be sent as a header" in data["detail"]  # refused for its line break, the binding held
     assert source[1].hits == {}
 
 
@@ -379,7 +489,9 @@ def test_a_name_is_checked_after_it_resolves_and_fetched_at_the_address_checked(
     refused = try_source(api, admin, policy)
     assert refused["outcome"] == "source_unavailable" and REFUSED in refused["detail"]
     assert source[1].hits == {}
-    production.SOURCE_ALLOWED_HOSTS = ["tasks.example.test"]
+    production.SOURCE_ALLOWED_HOSTS = ["tasks.example.test"]  # a bare host: ports 80 and 443 only
+    assert try_source(api, admin, policy)["outcome"] == "source_unavailable" and source[1].hits == {}
+    production.SOURCE_ALLOWED_HOSTS = [f"http://tasks.example.test:{port}"]  # the origin, with its port
     lookups.clear()
     allowed = try_source(api, admin, policy)
     assert allowed["observed_value"] == "2026-11-02"
@@ -398,8 +510,8 @@ def test_a_redirect_is_not_followed(api, admin, source, production, target):
     port = source[0].rsplit(":", 1)[1]
     source[1].set(SUBJECT, value="2026-11-02", revision="r18")
     location = target.format(port=port, subject=SUBJECT)
-    production.SOURCE_ALLOWED_HOSTS = ["127.0.0.1"]
     with serving(lambda h: send(h, 302, b"{}", Location=location)) as (base_url, seen):
+        production.SOURCE_ALLOWED_HOSTS = [base_url]  # this origin (scheme, host and port) only
         data = try_source(api, admin, make_policy(admin, base_url))
     assert len(seen) == 1
     assert data["outcome"] == "source_unavailable" and "redirect" in data["detail"]
@@ -472,6 +584,14 @@ def test_the_loopback_allowance_is_decided_from_the_environment_at_startup(tmp_p
         {"SOURCE_SECRET_ENV_ALLOWLIST": "SOURCE_SECRET_*,BAD NAME"},
         {"SOURCE_ALLOWED_NETWORKS": "10.0.0.0/33"},
         {"SOURCE_MAX_RESPONSE_BYTES": "0"},
+        {"SOURCE_ALLOWED_HOSTS": "localhost/admin"},
+        {"SOURCE_ALLOWED_HOSTS": "ftp://files.internal"},
+        {"SOURCE_ALLOWED_HOSTS": "http://user@tasks.internal:8080"},
+        {"SOURCE_SECRET_BINDINGS": "not json"},
+        {"SOURCE_SECRET_BINDINGS": '{"SECRET_KEY": {"tenants": ["acme"], "urls": ["https://x.example/"]}}'},
+        {"SOURCE_SECRET_BINDINGS": '{"SOURCE_SECRET_T": {"tenants": [], "urls": ["https://x.example/"]}}'},
+        {"SOURCE_SECRET_BINDINGS": '{"SOURCE_SECRET_T": {"tenants": ["acme"], "urls": ["x.example/api"]}}'},
+        {"SOURCE_SECRET_BINDINGS": '{"SOURCE_SECRET_T": {"tenants": ["acme"], "urls": ["https://x.example/a/../b"]}}'},
     ],
 )
 def test_malformed_source_settings_stop_the_server_at_startup(tmp_path, env):

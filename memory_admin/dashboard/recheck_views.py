@@ -130,7 +130,7 @@ def _test_settings(
     if not form.is_valid() or not try_form.is_valid():
         return None, 400
     data = form.to_policy_data()
-    if problems := validate_canonical_source(data["canonical_source"]):
+    if problems := validate_canonical_source(data["canonical_source"], principal_of(request).tenant_id):
         form.attach_source_problems(problems)
         return None, 400
     if data["canonical_source"] is None:

@@ -103,7 +103,7 @@ def _locked_policy_sql() -> str:
 
 def source_connector(policy: FieldPolicy | None) -> Connector | None:
     """The connector of the field's canonical source (None: no policy, or a policy naming no source)."""
-    return connector_for(policy.canonical_source if policy else None)
+    return connector_for(policy.canonical_source, policy.tenant_id) if policy else None
 
 
 def is_manual(policy: FieldPolicy | None) -> bool:
@@ -174,9 +174,9 @@ def not_the_source(principal: Principal, policy: FieldPolicy | None) -> str:
     return f"{who} (canonical_source.reporters)" + ("; the server fetches it itself." if connector.can_fetch else ".")
 
 
-def validate_canonical_source(source: Any) -> list[str]:
-    """Problems with a `canonical_source` setting, as sentences for a person (empty when valid)."""
-    return validate_source(source)
+def validate_canonical_source(source: Any, tenant_id: int | None) -> list[str]:
+    """Problems with a tenant's `canonical_source` setting, as sentences for a person (empty when valid)."""
+    return validate_source(source, tenant_id)
 
 
 def save_field_policy(
@@ -185,7 +185,8 @@ def save_field_policy(
     """Create or update a field policy for the principal's tenant (admins only), audited."""
     if not may_edit_policies(principal):
         raise Forbidden("Only admins may change field policies.")
-    problems = validate_canonical_source(data.get("canonical_source", instance.canonical_source if instance else None))
+    source = data.get("canonical_source", instance.canonical_source if instance else None)
+    problems = validate_canonical_source(source, principal.tenant_id)
     if problems:
         raise InvalidInput({"canonical_source": problems})
     _validate_policy_fields(data)

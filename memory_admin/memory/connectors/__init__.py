@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 
-def validate_source(source: Any) -> list[str]:
+def validate_source(source: Any, tenant_id: int | None = None) -> list[str]:
     """Problems with a policy's `canonical_source`, as sentences for a person (empty when valid)."""
     if source is None:
         return []
@@ -42,10 +42,10 @@ def validate_source(source: Any) -> list[str]:
     cls = CONNECTORS.get(source["connector"])
     if cls is None:
         return [f"Unknown connector {source['connector']!r}; use one of {names}."]
-    return cls.validate(source)
+    return cls.validate(source, tenant_id=tenant_id)
 
 
-def connector_for(source: dict[str, Any] | None) -> Connector | None:
+def connector_for(source: dict[str, Any] | None, tenant_id: int | None = None) -> Connector | None:
     if not source or source.get("connector") not in CONNECTORS:
         return None
-    return CONNECTORS[source["connector"]](source)
+    return CONNECTORS[source["connector"]](source, tenant_id)

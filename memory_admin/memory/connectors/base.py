@@ -67,11 +67,12 @@ class Connector:
     # (e.g. the task system's own agent); their verified reports count as read from the source.
     allowed_keys: ClassVar[frozenset[str]] = frozenset({"reporters"})
 
-    def __init__(self, settings: dict[str, Any]) -> None:
+    def __init__(self, settings: dict[str, Any], tenant_id: int | None = None) -> None:
         self.settings = settings
+        self.tenant_id = tenant_id  # the policy's tenant: where a secret may be sent depends on it
 
     @classmethod
-    def validate(cls, settings: dict[str, Any]) -> list[str]:
+    def validate(cls, settings: dict[str, Any], *, tenant_id: int | None = None) -> list[str]:
         unknown = set(settings) - cls.allowed_keys - {"connector"}
         problems = [f"Unknown settings for the {cls.name} connector: {', '.join(sorted(unknown))}."] if unknown else []
         reporters = settings.get("reporters", [])

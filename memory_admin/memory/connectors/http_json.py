@@ -70,8 +70,8 @@ class HttpJsonConnector(Connector):
     )
 
     @classmethod
-    def validate(cls, settings: dict[str, Any]) -> list[str]:
-        problems = super().validate(settings)
+    def validate(cls, settings: dict[str, Any], *, tenant_id: int | None = None) -> list[str]:
+        problems = super().validate(settings, tenant_id=tenant_id)
         problems += _url_problems(settings.get("url_template"))
         for key in ("value_pointer", "revision_pointer"):
             pointer = settings.get(key)
@@ -100,6 +100,10 @@ class HttpJsonConnector(Connector):
                     f"auth_secret_env {env_name!r} is not a variable the operator allows canonical sources to use "
                     f"(SOURCE_SECRET_ENV_ALLOWLIST: {allowed})."
                 )
+            elif isinstance(template := settings.get("url_template"), str) and (
+                refusal := outbound.secret_binding_problem(env_name, _tenant_slug(tenant_id), _fixed_part(template))
+            ):
+                problems.append(f"auth_secret_env: {refusal}")
         return problems
 
     def url_for(self, key: FactKey) -> str:
@@ -114,8 +118,8 @@ class HttpJsonConnector(Connector):
             raise ValueError("the URL is too long")
         return url
 
-    def _headers(self) -> tuple[dict[str, str], str]:
-        """The request headers and the secret sent (empty when none), refusing what must not be sent."""
+    def _headers(self, url: str) -> tuple[dict[str, str], str]:
+        """The request headers for `url` and the secret sent (empty when none), refusing what must not be sent."""
         headers = {"Accept": "application/json"}
         if not self.settings.get("auth_header"):
             return headers, ""
@@ -125,6 +129,9 @@ class HttpJsonConnector(Connector):
         # operator narrowed it, must not send what is no longer allowed.
         if not outbound.secret_env_allowed(env_name):
             raise SourceUnavailable(f"The secret variable {env_name} is not allowed by SOURCE_SECRET_ENV_ALLOWLIST.")
+        # ...and where it goes: this tenant, this URL as built (SOURCE_SECRET_BINDINGS), on every fetch.
+        if refusal := outbound.secret_binding_problem(env_name, _tenant_slug(self.tenant_id), url):
+            raise SourceUnavailable(refusal)
         if not _HEADER_NAME.fullmatch(header) or header.lower() in _RESERVED_HEADERS:
             raise SourceUnavailable("auth_header is not a usable header name.")
         secret = os.environ.get(env_name)
@@ -143,7 +150,7 @@ class HttpJsonConnector(Connector):
                 "url_template cannot be filled in (it is no longer valid, or the URL would be longer than "
                 f"{MAX_URL_LENGTH} characters); save the policy again."
             ) from None
-        headers, secret = self._headers()
+        headers, secret = self._headers(url)
         limit = django_settings.SOURCE_MAX_RESPONSE_BYTES
         try:
             answer = outbound.get(url, headers, self.timeout)
@@ -218,12 +225,12 @@ def _url_problems(template: Any) -> list[str]:
         return problems
     try:
         parts = urlsplit(template)
-        host, _ = parts.hostname, parts.port
+        host, port = parts.hostname, parts.port or outbound.DEFAULT_PORTS[parts.scheme]
     except ValueError:
         return [*problems, "url_template has a malformed host or port."]
     if not host:
         problems.append("url_template has no host.")
-    elif outbound.literal_refused(host):
+    elif outbound.literal_refused(host, parts.scheme, port):
         problems.append(
             f"url_template points at {host}, an internal address this server does not fetch "
             "(the operator can allow it: SOURCE_ALLOWED_HOSTS, SOURCE_ALLOWED_NETWORKS)."
@@ -252,3 +259,18 @@ def _placeholder_problems(template: str) -> list[str]:
             "not {subject_id:>10} or {subject_id!r}."
         )
     return problems
+
+
+def _fixed_part(template: str) -> str:
+    """The template up to its first placeholder: what a saved policy always sends to (scheme, host, port and
+    the start of the path), checked against the secret's bindings when the policy is saved."""
+    return template.split("{", 1)[0]
+
+
+def _tenant_slug(tenant_id: int | None) -> str:
+    """The slug the operator names tenants by in SOURCE_SECRET_BINDINGS ('' when none: nothing is bound to it)."""
+    if tenant_id is None:
+        return ""
+    from memory_admin.accounts.models import Tenant
+
+    return Tenant.objects.filter(pk=tenant_id).values_list("slug", flat=True).first() or ""

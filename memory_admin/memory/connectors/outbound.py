@@ -21,6 +21,8 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from memory_admin.lib.source_settings import DEFAULT_PORTS, NEVER_SENT, Origin, dot_segments, parse_origin, under
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 # Cloud metadata services (AWS, AWS IPv6, ECS tasks, Alibaba, Azure's wire server): refused even where
@@ -29,9 +31,6 @@ METADATA_ADDRESSES = frozenset(
     ipaddress.ip_address(a)
     for a in ("169.254.169.254", "169.254.170.2", "fd00:ec2::254", "100.100.100.200", "168.63.129.16")
 )
-
-# The server's own settings: never sent anywhere, whatever the allowlist says.
-NEVER_SENT = frozenset({"SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL", "REDIS_URL"})
 
 
 class Refused(Exception):
@@ -79,8 +78,17 @@ def address_kind(ip: IPAddress) -> str | None:
     return None
 
 
-def address_allowed(host: str, ip: IPAddress) -> bool:
-    if host.lower() in settings.SOURCE_ALLOWED_HOSTS:
+def allowed_origins() -> set[Origin]:
+    return {origin for entry in settings.SOURCE_ALLOWED_HOSTS for origin in parse_origin(entry)}
+
+
+def origin_allowed(scheme: str, host: str, port: int) -> bool:
+    """Whether the operator named this exact origin (SOURCE_ALLOWED_HOSTS) as one sources may use."""
+    return (scheme.lower(), host.lower(), port) in allowed_origins()
+
+
+def address_allowed(host: str, ip: IPAddress, scheme: str, port: int) -> bool:
+    if origin_allowed(scheme, host, port):
         return True
     if any(ip in ipaddress.ip_network(n, strict=False) for n in settings.SOURCE_ALLOWED_NETWORKS):
         return True
@@ -90,21 +98,22 @@ def address_allowed(host: str, ip: IPAddress) -> bool:
     return kind in ("loopback", "private") and bool(settings.SOURCE_ALLOW_PRIVATE_NETWORKS)
 
 
-def literal_refused(host: str) -> bool:
+def literal_refused(host: str, scheme: str, port: int) -> bool:
     """Whether a URL's host, read without any lookup, is an address this server would refuse."""
-    if host.lower() in settings.SOURCE_ALLOWED_HOSTS:
+    if origin_allowed(scheme, host, port):
         return False
     if host.lower() == "localhost" or host.lower().endswith(".localhost"):
-        return not address_allowed(host, ipaddress.ip_address("127.0.0.1"))
+        return not address_allowed(host, ipaddress.ip_address("127.0.0.1"), scheme, port)
     try:
         ip = ipaddress.ip_address(host.split("%")[0])
     except ValueError:
         return False  # a name: checked after resolution, at every fetch
-    return not address_allowed(host, ip)
+    return not address_allowed(host, ip, scheme, port)
 
 
 def secret_env_allowed(name: str) -> bool:
-    """Whether a policy may name this environment variable as its secret (SOURCE_SECRET_ENV_ALLOWLIST)."""
+    """Whether a policy may name this environment variable as its secret at all (SOURCE_SECRET_ENV_ALLOWLIST);
+    where it may be sent is `secret_binding_problem`'s question."""
     if name in NEVER_SENT:
         return False
     for entry in settings.SOURCE_SECRET_ENV_ALLOWLIST:
@@ -113,7 +122,34 @@ def secret_env_allowed(name: str) -> bool:
     return False
 
 
-def _resolve(host: str, port: int) -> list[tuple[int, Any]]:
+def secret_binding_problem(name: str, tenant_slug: str, url: str) -> str | None:
+    """Why the secret in variable `name` may not be sent for this tenant to this URL (None: it may). Checked
+    when a policy is saved (with the template's fixed part) and again on every fetch (with the URL built).
+    The answer never says where the secret may go: another tenant's admin must not learn that either."""
+    binding = settings.SOURCE_SECRET_BINDINGS.get(name)
+    refusal = (
+        f"The operator has not bound the secret variable {name} to this tenant and this URL "
+        "(SOURCE_SECRET_BINDINGS: its tenants and URL prefixes)."
+    )
+    if binding is None or tenant_slug not in binding.tenants:
+        return refusal
+    try:
+        parts = urlsplit(url)
+        scheme, host, port = parts.scheme, (parts.hostname or "").lower(), parts.port or DEFAULT_PORTS.get(parts.scheme)
+    except ValueError:
+        return refusal
+    path = parts.path or "/"
+    if dot_segments(path):  # /api/../admin would leave the prefix once the server normalises it
+        return refusal
+    if not any(
+        (scheme, host, port) == (p_scheme, p_host, p_port) and under(path, p_path)
+        for p_scheme, p_host, p_port, p_path in binding.prefixes
+    ):
+        return refusal
+    return None
+
+
+def _resolve(host: str, port: int, scheme: str) -> list[tuple[int, Any]]:
     """Every (family, sockaddr) the host resolves to, each allowed, or Refused/Unreachable."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -123,7 +159,7 @@ def _resolve(host: str, port: int) -> list[tuple[int, Any]]:
     for family, _, _, _, sockaddr in infos:
         ip = ipaddress.ip_address(str(sockaddr[0]).split("%")[0])
         # One internal address among public ones refuses the whole name: we do not pick and choose.
-        if not address_allowed(host, ip):
+        if not address_allowed(host, ip, scheme, port):
             raise Refused
         if (family, sockaddr) not in targets:
             targets.append((family, sockaddr))
@@ -172,7 +208,7 @@ def get(url: str, headers: dict[str, str], timeout: float) -> Answer:
         raise Unreachable from None
     if parts.scheme not in ("http", "https") or not host:
         raise Unreachable
-    targets = _resolve(host, port)
+    targets = _resolve(host, port, parts.scheme)
     connection = (_PinnedHTTPS if parts.scheme == "https" else _PinnedHTTP)(host, port, targets, timeout)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     try:
