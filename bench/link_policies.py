@@ -1,12 +1,12 @@
 """What policing the link tables costs the write path (`make bench-rls`; issue 28).
 
 The link tables (a summary's and a plan's bases, a context's items, a dispute's candidates, a cached answer's
-records, a deletion's per-store progress) have no tenant_id: their forced policy goes through their parents
-(memory_admin/rls/policies.py, link_tables). This bench takes, as the app role under row-level security, in one
-run and one database, alternating round by round:
+records, a deletion's per-store progress) have no tenant_id in their models: `migrate` gives them one, kept by a
+trigger from their parents, and the forced tenant policy (memory_admin/rls/policies.py, add_link_tenants). This
+bench takes, as the app role under row-level security, in one run and one database, alternating round by round:
 
-- "policed": the link tables as `migrate` leaves them (forced policy through the parents);
-- "unpoliced": the same tables with row-level security switched off (every other table still policed),
+- "policed": the link tables as `migrate` leaves them (trigger and forced policy);
+- "unpoliced": the same tables with neither (every other table still policed),
 
 and times, on fact keys that each have a summary and a loaded context (so each supersession reads and marks
 link rows through propagation): compare-and-swap supersessions (`actions.assert_fact`, one fact each), batch
@@ -73,16 +73,32 @@ def owner_connection() -> Any:
 
 
 def set_link_policies(owner: Any, tables: list[str], on: bool) -> None:
+    """On: as `migrate` leaves the link tables (tenant_id kept by the trigger, forced policy). Off: no policy
+    and no trigger, tenant_id filled by a column default from the session's tenant instead (the cheapest way to
+    keep the NOT NULL column, so the rest of the write is the same)."""
     from psycopg import sql
+
+    from memory_admin.rls.policies import LINK_TRIGGER, TENANT_EXPRESSION
 
     for table in tables:
         ident = sql.Identifier(table)
-        if on:
-            owner.execute(sql.SQL("ALTER TABLE {} ENABLE ROW LEVEL SECURITY").format(ident))
-            owner.execute(sql.SQL("ALTER TABLE {} FORCE ROW LEVEL SECURITY").format(ident))
-        else:
-            owner.execute(sql.SQL("ALTER TABLE {} NO FORCE ROW LEVEL SECURITY").format(ident))
-            owner.execute(sql.SQL("ALTER TABLE {} DISABLE ROW LEVEL SECURITY").format(ident))
+        statements = (
+            [
+                "ALTER TABLE {t} ALTER COLUMN tenant_id DROP DEFAULT",
+                "ALTER TABLE {t} ENABLE TRIGGER {g}",
+                "ALTER TABLE {t} ENABLE ROW LEVEL SECURITY",
+                "ALTER TABLE {t} FORCE ROW LEVEL SECURITY",
+            ]
+            if on
+            else [
+                "ALTER TABLE {t} NO FORCE ROW LEVEL SECURITY",
+                "ALTER TABLE {t} DISABLE ROW LEVEL SECURITY",
+                "ALTER TABLE {t} DISABLE TRIGGER {g}",
+                f"ALTER TABLE {{t}} ALTER COLUMN tenant_id SET DEFAULT {TENANT_EXPRESSION}",
+            ]
+        )
+        for statement in statements:
+            owner.execute(sql.SQL(statement).format(t=ident, g=sql.Identifier(LINK_TRIGGER)))
 
 
 def prepare(keys: int) -> tuple[Any, list[dict[str, Any]]]:
