@@ -155,3 +155,19 @@ def _child_env() -> dict[str, str]:
     else:
         env["DATABASE_URL"] = f"sqlite:///{db['NAME']}"
     return env
+
+
+def test_a_line_naming_a_key_twice_is_refused_by_number_and_the_rest_is_imported(agent, tmp_path):
+    """Issue 30, item 7: the last `subject_id` used to win silently, so a tool reading the first saw another
+    subject than the one written."""
+    twice = line("acct-p", "alice")[:-1] + ', "subject_id": "acct-q"}'
+    path = write(tmp_path, [line("acct-1", "alice"), twice, line("acct-2", "bob")])
+    err = StringIO()
+    with pytest.raises(CommandError, match="1 line"):
+        call_command(
+            "import", path, "--tenant", "acme", "--as", "agent-7", "--no-progress", stdout=StringIO(), stderr=err
+        )
+    assert "line 2" in err.getvalue() and '"subject_id" twice' in err.getvalue(), err.getvalue()
+    assert "acct-q" not in err.getvalue() and "alice" not in err.getvalue()  # no value in the error
+    subjects = set(MemoryRecord.objects.filter(subject_id__startswith="acct").values_list("subject_id", flat=True))
+    assert subjects == {"acct-1", "acct-2"}

@@ -38,6 +38,29 @@ def _finite_float(text: str) -> float:
     return number
 
 
+class DuplicateKey(ValueError):
+    """A JSON object names the same key twice. Python's decoder keeps the last one silently, while a proxy or an
+    audit tool reading the same body may keep the first: the two would disagree on, say, the subject."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+    @property
+    def message(self) -> str:
+        return f'The JSON object names the key "{self.key[:100]}" twice; send each key once.'
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`object_pairs_hook` for json.loads: the object, or DuplicateKey."""
+    built: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in built:
+            raise DuplicateKey(key)
+        built[key] = value
+    return built
+
+
 def check_storable(value: Any, depth: int = 0) -> None:
     """Raise ParseError if `value` nests deeper than MAX_JSON_DEPTH or holds an unstorable character."""
     if depth > MAX_JSON_DEPTH:
@@ -57,8 +80,8 @@ def check_storable(value: Any, depth: int = 0) -> None:
 class LimitedJSONParser(JSONParser):
     """JSON bodies up to DATA_UPLOAD_MAX_MEMORY_SIZE; larger ones are a 413, never read in full.
 
-    Strict JSON only (no NaN or Infinity, which jsonb refuses), at most MAX_JSON_DEPTH levels deep, and
-    no string or key holding NUL or a lone surrogate: each is a 400 `parse_error` before any view runs.
+    Strict JSON only (no NaN or Infinity, which jsonb refuses, and no key twice in one object), at most
+    MAX_JSON_DEPTH levels deep, and no string or key holding NUL or a lone surrogate: each is a 400 `parse_error` before any view runs.
     """
 
     def parse(
@@ -73,12 +96,19 @@ class LimitedJSONParser(JSONParser):
             raise PayloadTooLarge(f"The request body is larger than {limit} bytes.")
         try:
             data = (
-                json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant, parse_float=_finite_float)
+                json.loads(
+                    raw.decode("utf-8"),
+                    parse_constant=_refuse_constant,
+                    parse_float=_finite_float,
+                    object_pairs_hook=unique_keys,
+                )
                 if raw
                 else {}
             )
         except RecursionError:
             raise exceptions.ParseError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels.") from None
+        except DuplicateKey as exc:
+            raise exceptions.ParseError(exc.message) from None
         except (ValueError, UnicodeDecodeError) as exc:
             raise exceptions.ParseError(f"JSON parse error - {exc}") from None
         check_storable(data)

@@ -23,6 +23,7 @@ from tqdm import tqdm
 from memory_admin.accounts.models import Principal
 from memory_admin.accounts.tenancy import tenant_context
 from memory_admin.api.batch import ItemParser
+from memory_admin.lib.parsers import DuplicateKey, unique_keys
 from memory_admin.memory.actions import Assertion
 from memory_admin.memory.batch import MAX_BATCH_ITEMS, assert_facts
 from memory_admin.memory.errors import DomainError, InvalidInput
@@ -132,7 +133,9 @@ def _batches(handle: IO[str], size: int) -> Iterator[list[tuple[int, Assertion |
 
 def _parse_line(parse: ItemParser, line: str) -> Assertion | DomainError:
     try:
-        raw = json.loads(line)
+        raw = json.loads(line, object_pairs_hook=unique_keys)
+    except DuplicateKey as exc:
+        return InvalidInput({"line": [exc.message]})
     except json.JSONDecodeError as exc:
         return InvalidInput({"line": [f"Not JSON ({exc.msg} at column {exc.colno})."]})
     return parse(raw)
