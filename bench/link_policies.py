@@ -56,22 +56,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def owner_connection() -> Any:
-    """The owner's autocommit connection (DATABASE_URL's role), to switch the link tables' RLS off and on."""
-    import psycopg
-    from django.conf import settings
-
-    db = settings.DATABASES["default"]
-    return psycopg.connect(
-        host=db.get("HOST") or None,
-        port=db.get("PORT") or None,
-        user=db.get("USER") or None,
-        password=db.get("PASSWORD") or None,
-        dbname=db["NAME"],
-        autocommit=True,
-    )
-
-
 def set_link_policies(owner: Any, tables: list[str], on: bool) -> None:
     """On: as `migrate` leaves the link tables (tenant_id kept by the trigger, forced policy). Off: no policy
     and no trigger, tenant_id filled by a column default from the session's tenant instead (the cheapest way to
@@ -163,7 +147,7 @@ def run(args: argparse.Namespace) -> list[Figure]:
     from django.utils import timezone
 
     from bench.rls import as_app_role
-    from bench.run import migrate, prepare_database
+    from bench.run import admin_connection, migrate, prepare_database
     from memory_admin.derived import lineage
     from memory_admin.memory.actions import assert_fact
     from memory_admin.memory.batch import assert_facts
@@ -176,7 +160,7 @@ def run(args: argparse.Namespace) -> list[Figure]:
     agent, heads = prepare(2 * args.rounds * per_round)
     tables = sorted(link_tables(connection))
     print(f"Link tables ({len(tables)}): {', '.join(tables)}")
-    owner = owner_connection()
+    owner = admin_connection(connection.settings_dict["NAME"])  # the owner's, to switch the link tables
     if not as_app_role(int(agent.tenant_id)):
         raise SystemExit("BENCH_APP_ROLE is not set: the figures must be taken as the app role (make bench-rls).")
     connection.ensure_connection()

@@ -98,8 +98,9 @@ TARGET_WRITES_PER_S = 500.0
 # --- Django -------------------------------------------------------------------------------------
 
 
-def admin_connection() -> Any:
-    """An autocommit connection to the server's `postgres` database (to create or drop the bench one)."""
+def admin_connection(dbname: str = "postgres") -> Any:
+    """An autocommit connection as DATABASE_URL's role to the server's `postgres` database (to create or drop
+    the bench one), or to `dbname`."""
     import psycopg
     from django.conf import settings
 
@@ -109,7 +110,7 @@ def admin_connection() -> Any:
         port=db.get("PORT") or None,
         user=db.get("USER") or None,
         password=db.get("PASSWORD") or None,
-        dbname="postgres",
+        dbname=dbname,
         autocommit=True,
     )
 

@@ -23,17 +23,11 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from tests.test_rls import LINK_TABLES
+
 pytestmark = pytest.mark.postgres_only(reason="row-level security and role grants are PostgreSQL's")
 
 ROOT = Path(__file__).resolve().parent.parent
-LINK_TABLES = {
-    "derived_summarybase",
-    "derived_actionbase",
-    "derived_contextitem",
-    "deletion_storeprogress",
-    "memory_dispute_candidates",
-    "derived_cacheentry_records",
-}
 
 
 def _owner_url(dbname: str) -> str:

@@ -175,11 +175,10 @@ def apply_policies(conn: BaseDatabaseWrapper) -> list[str]:
     qn = conn.ops.quote_name
     with conn.cursor() as cursor:
         for table in changed:
-            rule = TENANT_RULE
             cursor.execute(f"ALTER TABLE {qn(table)} ENABLE ROW LEVEL SECURITY")
             cursor.execute(f"ALTER TABLE {qn(table)} FORCE ROW LEVEL SECURITY")
             cursor.execute(f"DROP POLICY IF EXISTS {POLICY} ON {qn(table)}")
-            cursor.execute(f"CREATE POLICY {POLICY} ON {qn(table)} USING ({rule}) WITH CHECK ({rule})")
+            cursor.execute(f"CREATE POLICY {POLICY} ON {qn(table)} USING ({TENANT_RULE}) WITH CHECK ({TENANT_RULE})")
     if changed:
         log.info("row-level security: tenant policy applied to %s", ", ".join(changed))
     return changed
