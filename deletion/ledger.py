@@ -18,7 +18,18 @@ from django.db import transaction
 
 from deletion.models import Tombstone
 
-FIELDS = ("tenant_id", "kind", "memory_id", "scope_hash", "value_hash", "source_hash", "request_public_id")
+FIELDS = (
+    "tenant_id",
+    "kind",
+    "memory_id",
+    "scope_hash",
+    "value_hash",
+    "source_hash",
+    "subject_value_hash",
+    "request_public_id",
+)
+# Fields later ledgers added, with the value a line written before them stands for.
+ADDED_FIELDS: dict[str, Any] = {"subject_value_hash": None}
 
 
 def path() -> Path:
@@ -54,4 +65,4 @@ def read() -> Iterator[dict[str, Any]]:
     with path().open(encoding="utf-8") as handle:
         for line in handle:
             if line.strip():
-                yield json.loads(line)
+                yield ADDED_FIELDS | json.loads(line)

@@ -114,6 +114,10 @@ class Tombstone(models.Model):
     scope_hash = models.CharField(max_length=64, db_index=True)
     value_hash = models.CharField(max_length=64, blank=True)
     source_hash = models.CharField(max_length=64, blank=True)
+    # A subject deletion's records only: a keyed hash of the subject and the value in its canonical spelling
+    # (`tombstones.subject_value_digest`), so the value stays out of the subject under any predicate. Null for
+    # the rest (and for values that carry no content: booleans and null).
+    subject_value_hash = models.CharField(max_length=64, null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     lifted_at = models.DateTimeField(null=True, blank=True)
     lifted_by = models.ForeignKey(
@@ -126,6 +130,14 @@ class Tombstone(models.Model):
             # The principal's PROTECT check: only lifted tombstones name one, so the index holds those alone and
             # a deletion's 10,000 tombstones (written with no lifter) add no entry to it.
             models.Index(fields=["lifted_by"], condition=Q(lifted_by__isnull=False), name="tombstone_lifted_by"),
+            # Every write about a subject asks whether its value was deleted from the subject; only a subject
+            # deletion's record tombstones hold a hash (an equality on it implies NOT NULL, so the planner uses
+            # this partial index for a bound parameter too).
+            models.Index(
+                fields=["subject_value_hash"],
+                condition=Q(subject_value_hash__isnull=False),
+                name="tombstone_subject_value",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -63,7 +63,7 @@ def replay_tombstones() -> dict[str, Any]:
     """Re-create every ledger tombstone the database lacks and purge what it covers, through the same
     store adapters a deletion request uses (those registered as `replayed`). Tenant by tenant, under
     row-level security (a tenant not in this database has nothing to purge)."""
-    entries = ledger.read()
+    entries = list(ledger.read())  # read once, filtered for each tenant
     tombstones_replayed, purged = 0, defaultdict[str, int](int)
     for tenant_id in for_each_tenant("replay_tombstones"):
         result = _replay_tenant(tenant_id, [e for e in entries if e["tenant_id"] == tenant_id])
@@ -149,7 +149,9 @@ def _records_of_scope_line(tenant_id: int, entry: dict[str, Any]) -> list[Memory
     stones = []
     for project in {r.project.key for r in records}:
         stones += tombstones.unsaved(
-            tombstones.record_rows(tenant_id, project, [r for r in records if r.project.key == project]),
+            tombstones.record_rows(
+                tenant_id, project, [r for r in records if r.project.key == project], subject_wide=by_subject
+            ),
             tenant_id=tenant_id,
             request=None,
             request_public_id=entry["request_public_id"],

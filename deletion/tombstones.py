@@ -12,6 +12,7 @@ import functools
 import hashlib
 import hmac
 import json
+import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -64,14 +65,47 @@ def source_digest(ref: str, revision: str) -> str:
     return keyed("source", ref, revision)
 
 
-StoneRow = tuple[str, str, str, str, str]  # kind, memory_id, scope_hash, value_hash, source_hash
+def canonical_value(value: Any) -> Any:
+    """`value` in the one spelling of every way of writing the same value: each string NFKC-normalised, case
+    folded, stripped and with its runs of white space as one space (keys of objects too), and whole floats as
+    integers. "Hanako@Example.com ", "hanako@example.com" and its full-width form are one value."""
+    if isinstance(value, str):
+        folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", value).casefold())
+        return " ".join(folded.split())
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [canonical_value(v) for v in value]
+    if isinstance(value, dict):
+        return {canonical_value(k): canonical_value(v) for k, v in value.items()}
+    return value
+
+
+def subject_value_digest(tenant_id: int, project: str, subject: str, value: Any) -> str | None:
+    """The keyed hash a subject deletion keeps each deleted value of the subject out by, under any predicate and in
+    any spelling of the same value (`canonical_value`). None for what carries no content of its own (booleans,
+    null, an empty string): a subject's `true` must not refuse every later `true` about it."""
+    canonical = canonical_value(value)
+    if canonical is None or isinstance(canonical, bool) or canonical == "":
+        return None
+    spelled = json.dumps(canonical, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return keyed("subject-value", tenant_id, project, subject, spelled)
+
+
+# kind, memory_id, scope_hash, value_hash, source_hash, subject_value_hash
+StoneRow = tuple[str, str, str, str, str, str | None]
 # The record fields a tombstone is made of (a record, a deletion's ScopeRecord, or a named row of these).
 STONE_FIELDS = ("memory_id", "subject_id", "predicate", "value", "source_canonical_ref", "source_revision")
 
 
-def record_rows(tenant_id: int, project_key: str, records: Iterable[Any]) -> list[StoneRow]:
+def record_rows(
+    tenant_id: int, project_key: str, records: Iterable[Any], *, subject_wide: bool = False
+) -> list[StoneRow]:
     """The tombstone of each record (its fact key, value and source, as keyed hashes; no model instance). The
-    fact key's and the source's hashes are computed once each, however many revisions share them."""
+    fact key's and the source's hashes are computed once each, however many revisions share them. `subject_wide`
+    (a subject's deletion) adds the hash that keeps the value out of the subject under any predicate."""
     facts: dict[tuple[str, str], str] = {}
     sources: dict[tuple[str, str], str] = {}
     rows: list[StoneRow] = []
@@ -84,7 +118,8 @@ def record_rows(tenant_id: int, project_key: str, records: Iterable[Any]) -> lis
             source = sources[r.source_canonical_ref, r.source_revision] = source_digest(
                 r.source_canonical_ref, r.source_revision
             )
-        rows.append((Tombstone.Kind.RECORD, r.memory_id, fact, value_digest(r.value), source))
+        subject_value = subject_value_digest(tenant_id, project_key, r.subject_id, r.value) if subject_wide else None
+        rows.append((Tombstone.Kind.RECORD, r.memory_id, fact, value_digest(r.value), source, subject_value))
     return rows
 
 
@@ -99,14 +134,11 @@ def insert_for_request(
     A subject's or a predicate's records get theirs when their purge starts (`deletion.stores.records.mark_hidden`),
     not at acceptance: until then the rule that hides them (memory.RecordHide) stands for them, and the refusals
     read the hidden rows as these tombstones (`pending_record_stones`)."""
-    rows = record_rows(request.tenant_id, project_key, records)
+    by_subject = request.scope_kind == DeletionRequest.ScopeKind.SUBJECT
+    rows = record_rows(request.tenant_id, project_key, records, subject_wide=by_subject)
     if scope_hash:
-        kind = (
-            Tombstone.Kind.SUBJECT
-            if request.scope_kind == DeletionRequest.ScopeKind.SUBJECT
-            else Tombstone.Kind.PREDICATE
-        )
-        rows.append((kind, "", scope_hash, "", ""))
+        kind = Tombstone.Kind.SUBJECT if by_subject else Tombstone.Kind.PREDICATE
+        rows.append((kind, "", scope_hash, "", "", None))
     if rows:
         _insert_rows(request.tenant_id, request.pk, request.public_id, rows, created_at)
     return [
@@ -117,10 +149,11 @@ def insert_for_request(
             scope_hash=fact,
             value_hash=value_hash,
             source_hash=source,
+            subject_value_hash=subject_value,
             request_public_id=request.public_id,
             created_at=created_at,
         )
-        for kind, memory_id, fact, value_hash, source in rows
+        for kind, memory_id, fact, value_hash, source, subject_value in rows
     ]
 
 
@@ -137,8 +170,8 @@ def _insert_rows(
     sql = (
         f"INSERT INTO {q(Tombstone._meta.db_table)} "
         f"({q('tenant_id')}, {q('request_id')}, {q('request_public_id')}, {q('kind')}, {q('memory_id')}, "
-        f"{q('scope_hash')}, {q('value_hash')}, {q('source_hash')}, {q('created_at')}, {q('lift_reason')}) "
-        f"SELECT %s, %s, %s, {', '.join(item.format(i) for i in range(5))}, %s, '' FROM {source}"
+        f"{q('scope_hash')}, {q('value_hash')}, {q('source_hash')}, {q('subject_value_hash')}, {q('created_at')}, "
+        f"{q('lift_reason')}) SELECT %s, %s, %s, {', '.join(item.format(i) for i in range(6))}, %s, '' FROM {source}"
     )
     created = connection.ops.adapt_datetimefield_value(now)
     with connection.cursor() as cursor:
@@ -154,6 +187,7 @@ def pending_record_stones(
     *,
     memory_ids: Iterable[str] = (),
     facts: Iterable[tuple[str, str, str]] = (),
+    subjects: Iterable[tuple[str, str]] = (),
     rules_exist: bool | None = None,
 ) -> list[Tombstone]:
     """The records of `memory_ids` or of `facts` (project key, subject, predicate) that a deletion's rule hides
@@ -161,10 +195,12 @@ def pending_record_stones(
     (`pending_purge`, never saved) with the record's hashes, and the id, request and date of the request's scope
     tombstone, which a refusal names. So a write of deleted content is refused the same way before the purge as
     after it. One probe of the rule table, and no more while the tenant has no rule (`rules_exist` False: the
-    caller has probed already)."""
+    caller has probed already). A subject's rule whose subject (project key, subject) is in `subjects` gives all its
+    records: their values stay out of the subject under any predicate."""
     ids = {m for m in memory_ids if m}
     keys = set(facts)
-    if rules_exist is False or not (ids or keys):
+    whole_subjects = set(subjects)
+    if rules_exist is False or not (ids or keys or whole_subjects):
         return []
     rules = list(RecordHide.objects.filter(tenant_id=tenant_id).select_related("project").order_by("id"))
     if not rules:
@@ -187,14 +223,12 @@ def pending_record_stones(
         scope_stone = scope_stones.get(rule.hidden_by)
         if scope_stone is None:  # lifted: its records were marked and given their own tombstones then
             continue
-        records = (
-            rule.covered()  # in any state: a write to the fact may have settled them (`_settle`)
-            .filter(wanted)
-            .order_by("id")
-            .values_list(*STONE_FIELDS, named=True)
-        )
+        covered = rule.covered()  # in any state: a write to the fact may have settled them (`_settle`)
+        if not (rule.subject_id and (rule.project.key, rule.subject_id) in whole_subjects):
+            covered = covered.filter(wanted)
+        records = covered.order_by("id").values_list(*STONE_FIELDS, named=True)
         for stone in unsaved(
-            record_rows(tenant_id, rule.project.key, records),
+            record_rows(tenant_id, rule.project.key, records, subject_wide=bool(rule.subject_id)),
             pk=scope_stone.pk,
             tenant_id=tenant_id,
             request=scope_stone.request,
@@ -209,8 +243,16 @@ def pending_record_stones(
 def unsaved(rows: Iterable[StoneRow], **common: Any) -> list[Tombstone]:
     """`rows` as Tombstone instances, not saved, each with the fields `common` gives."""
     return [
-        Tombstone(kind=kind, memory_id=memory_id, scope_hash=fact, value_hash=value, source_hash=source, **common)
-        for kind, memory_id, fact, value, source in rows
+        Tombstone(
+            kind=kind,
+            memory_id=memory_id,
+            scope_hash=fact,
+            value_hash=value,
+            source_hash=source,
+            subject_value_hash=subject_value,
+            **common,
+        )
+        for kind, memory_id, fact, value, source, subject_value in rows
     ]
 
 
@@ -308,17 +350,26 @@ def _refusals_of_tenant(
         ):
             by_memory_id.setdefault(stone.memory_id, stone)
     scopes = {i: fact_scope(tenant_id, w.project_id, w.subject_id, w.predicate) for i, w in writes}
-    fact_stones: dict[str, list[Tombstone]] = {}
-    written, rules_exist = _live_stones_of_scopes(tenant_id, set(scopes.values()))
-    # The records a rule hides until their purge count as tombstoned: their tombstones, pending, join the written.
+    subjects = {i: subject_scope(tenant_id, w.project_id, w.subject_id) for i, w in writes}
+    subject_values = {i: subject_value_digest(tenant_id, w.project_id, w.subject_id, w.value) for i, w in writes}
+    by_scope: dict[str, list[Tombstone]] = {}
+    by_subject_value: dict[str, list[Tombstone]] = {}
+    written, rules_exist = _live_stones_of_scopes(
+        tenant_id, set(scopes.values()) | set(subjects.values()), {v for v in subject_values.values() if v}
+    )
+    # The records a rule hides until their purge count as tombstoned: their tombstones, pending, join the written
+    # (a subject's rule gives all the subject's records, for the values that stay out of it under any predicate).
     pending = pending_record_stones(
         tenant_id,
         memory_ids=wanted - by_memory_id.keys(),
         facts={(w.project_id, w.subject_id, w.predicate) for _, w in writes},
+        subjects={(w.project_id, w.subject_id) for _, w in writes},
         rules_exist=rules_exist,
     )
     for stone in written + pending:
-        fact_stones.setdefault(stone.scope_hash, []).append(stone)
+        by_scope.setdefault(stone.scope_hash, []).append(stone)
+        if stone.subject_value_hash:
+            by_subject_value.setdefault(stone.subject_value_hash, []).append(stone)
     for stone in pending:
         if stone.memory_id in wanted:
             by_memory_id.setdefault(stone.memory_id, stone)
@@ -335,39 +386,58 @@ def _refusals_of_tenant(
             stone = min(deleted_bases, key=lambda s: s.pk)
             refusals[i] = _refusal(stone, f"This fact is derived from deleted memory {stone.memory_id}")
             continue
-        stones = fact_stones.get(scopes[i], [])
-        if stones:
-            value_hash, source_hash = value_digest(w.value), source_digest(w.source_canonical_ref, w.source_revision)
-            refusal = next(
-                (
-                    _refusal(stone, why)
-                    for stone in stones
-                    for why, matches in (
-                        ("this value of the fact was deleted", stone.value_hash == value_hash),
-                        ("this source revision predates the deletion of the fact", stone.source_hash == source_hash),
-                    )
-                    if matches
-                ),
-                None,
-            )
-            if refusal is not None:
-                refusals[i] = refusal
-                continue
+        refusal = _fact_refusal(w, by_scope.get(scopes[i], []))
+        subject_value = subject_values[i]
+        if refusal is None and subject_value is not None and subject_value in by_subject_value:
+            stone = by_subject_value[subject_value][0]
+            refusal = _refusal(stone, "this value was deleted with its subject, under whatever field it is written")
+        if refusal is None and w.valid_from is not None:
+            deleted = [s for s in by_scope.get(subjects[i], []) if s.kind == Tombstone.Kind.SUBJECT]
+            if deleted and w.valid_from < max(s.created_at for s in deleted):
+                stone = max(deleted, key=lambda s: s.created_at)
+                refusal = _refusal(
+                    stone,
+                    "this fact about a deleted subject is valid from before the subject's deletion; "
+                    "a new fact about it must be valid from a later time",
+                )
+        if refusal is not None:
+            refusals[i] = refusal
+            continue
         if latest is not None and any(e in removed_events for e in w.event_ids):
             refusals[i] = _refusal(latest, "it is extracted from log lines a deletion removed")
     accepted = {scopes[i] for i, _ in writes if i not in refusals}
     return [s for s in pending if s.scope_hash in accepted]
 
 
-def _live_stones_of_scopes(tenant_id: int, scopes: set[str]) -> tuple[list[Tombstone], bool | None]:
-    """The live tombstones of `scopes`, oldest first, and whether the tenant has a record hiding rule (None: not
-    probed). One scope (every single write asks this) is one statement, with the probe in the same round trip;
-    a batch's many scopes, the queryset."""
-    if len(scopes) != 1:
-        return list(live().filter(tenant_id=tenant_id, scope_hash__in=scopes).order_by("pk")), None
-    return _live_stones_probing_rules(
-        tenant_id, f"s.{connection.ops.quote_name('scope_hash')} = %s", [next(iter(scopes))]
-    )
+def _fact_refusal(w: FactWrite, stones: list[Tombstone]) -> Tombstoned | None:
+    """A write re-asserting a deleted value of its fact, or coming from the very source revision deleted."""
+    if not stones:
+        return None
+    value_hash, source_hash = value_digest(w.value), source_digest(w.source_canonical_ref, w.source_revision)
+    for stone in stones:
+        if stone.kind != Tombstone.Kind.RECORD:
+            continue
+        if stone.value_hash == value_hash:
+            return _refusal(stone, "this value of the fact was deleted")
+        if stone.source_hash == source_hash:
+            return _refusal(stone, "this source revision predates the deletion of the fact")
+    return None
+
+
+def _live_stones_of_scopes(
+    tenant_id: int, scopes: set[str], subject_values: set[str]
+) -> tuple[list[Tombstone], bool | None]:
+    """The live tombstones of `scopes` or of `subject_values`, oldest first, and whether the tenant has a record
+    hiding rule (None: not probed). One write (every single write asks this) is one statement, with the probe in
+    the same round trip; a batch's many, the queryset."""
+    if len(scopes) > 2 or len(subject_values) > 1:
+        wanted = Q(scope_hash__in=scopes) | Q(subject_value_hash__in=subject_values)
+        return list(live().filter(wanted, tenant_id=tenant_id).order_by("pk")), None
+    q = connection.ops.quote_name
+    where = f"s.{q('scope_hash')} IN ({', '.join(['%s'] * len(scopes))})"
+    if subject_values:
+        where = f"({where} OR s.{q('subject_value_hash')} = %s)"
+    return _live_stones_probing_rules(tenant_id, where, [*sorted(scopes), *subject_values])
 
 
 def _live_stones_probing_rules(tenant_id: int, where: str, params: list[Any]) -> tuple[list[Tombstone], bool]:

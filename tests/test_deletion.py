@@ -186,10 +186,15 @@ def test_no_resurrection(api, compliance, agent, subject_everywhere):
     )
     assert late.status_code == 410 and late.json()["code"] == "tombstoned"
     # A re-assertion of the deleted value, and of the deleted source revision.
-    again = client.post("/api/v1/records/", body(deadline("2026-11-02T17:00+09:00", "r99", at(10, 23))), format="json")
-    assert again.status_code == 410
-    same_source = client.post("/api/v1/records/", body(deadline("2026-11-03", "r18", at(10, 23))), format="json")
-    assert same_source.status_code == 410
+    # (Valid from now: a fact backdated before the deletion is refused on that ground alone.)
+    again = client.post(
+        "/api/v1/records/", body(deadline("2026-11-02T17:00+09:00", "r99", timezone.now())), format="json"
+    )
+    assert again.status_code == 410 and "this value of the fact was deleted" in again.json()["detail"]
+    same_source = client.post("/api/v1/records/", body(deadline("2026-11-03", "r18", timezone.now())), format="json")
+    assert same_source.status_code == 410 and "source revision" in same_source.json()["detail"]
+    backdated = client.post("/api/v1/records/", body(deadline("2026-11-04", "r98", at(10, 23))), format="json")
+    assert backdated.status_code == 410 and "before the subject's deletion" in backdated.json()["detail"]
     # A rebuild from old logs.
     old_line = client.post(
         "/api/v1/events/",
@@ -204,7 +209,7 @@ def test_no_resurrection(api, compliance, agent, subject_everywhere):
         format="json",
     )
     assert old_line.status_code == 410
-    assert RefusedWrite.objects.filter(path__in=["summary", "assert_fact", "event"]).count() == 4
+    assert RefusedWrite.objects.filter(path__in=["summary", "assert_fact", "event"]).count() == 5
     # A new fact from a new source after the deletion is accepted.
     fresh = client.post(
         "/api/v1/records/", body(deadline("2027-01-15", "1", timezone.now(), ref="task-system:v2")), format="json"
@@ -220,9 +225,9 @@ def test_an_owner_lifts_a_tombstone_with_a_reason(api, compliance, owner, agent,
         lift_tombstone(owner, stone.pk, "")
     lift_tombstone(owner, stone.pk, "The subject withdrew the request")
     again = api(agent).post(
-        "/api/v1/records/", body(deadline("2026-11-02T17:00+09:00", "r99", at(10, 23))), format="json"
+        "/api/v1/records/", body(deadline("2026-11-02T17:00+09:00", "r99", timezone.now())), format="json"
     )
-    assert again.status_code == 201
+    assert again.status_code == 201, again.json()
     assert AuditEvent.objects.filter(action="tombstone.lifted").exists()
 
 

@@ -171,3 +171,72 @@ def test_a_line_naming_a_key_twice_is_refused_by_number_and_the_rest_is_imported
     assert "acct-q" not in err.getvalue() and "alice" not in err.getvalue()  # no value in the error
     subjects = set(MemoryRecord.objects.filter(subject_id__startswith="acct").values_list("subject_id", flat=True))
     assert subjects == {"acct-1", "acct-2"}
+
+
+def _bad_lines() -> list[bytes]:
+    """What used to end the command with a traceback (issue 30, item 6): a byte that is not UTF-8, nesting 10,000
+    deep, and a NUL escape (PostgreSQL refuses it in text and jsonb); each carries a value that must not be
+    printed."""
+    good = line("acct-bad", "secret-value-7").encode()
+    return [
+        good[:-2] + b'\xff"}',  # the closing quote's neighbour is a lone 0xff byte
+        b'{"value": ' + b"[" * 10_000 + b"]" * 10_000 + b', "note": "secret-value-8"}',
+        line("acct-nul", "secret\x00value-9").encode(),  # json.dumps writes it as the escape,
+    ]
+
+
+@pytest.mark.parametrize("atomic", [False, True])
+def test_bad_bytes_deep_nesting_and_nul_are_refused_by_line_and_the_rest_goes_on(agent, tmp_path, atomic):
+    good = [line(f"acct-{i}", f"owner-{i}").encode() for i in range(4)]
+    path = tmp_path / "facts.jsonl"
+    path.write_bytes(b"\n".join([good[0], *_bad_lines(), good[1], good[2], good[3]]) + b"\n")
+    out, err = StringIO(), StringIO()
+    args = ["--atomic"] if atomic else []
+    with pytest.raises(CommandError) as caught:
+        call_command(
+            "import", str(path), "--tenant", "acme", "--as", "agent-7", "--no-progress", "--batch-size", "3", *args,
+            stdout=out, stderr=err,
+        )  # fmt: skip
+    errors = err.getvalue()
+    assert "line 2: invalid (400)" in errors and "Not UTF-8" in errors, errors
+    assert "line 3: invalid (400)" in errors and "nested deeper than" in errors
+    assert "Imported" in out.getvalue()  # the summary is printed either way
+    assert "secret" not in errors and "secret" not in str(caught.value) and "Traceback" not in errors
+    subjects = set(MemoryRecord.objects.filter(subject_id__startswith="acct").values_list("subject_id", flat=True))
+    if atomic:
+        # Lines 1-3 are one batch: not applied, and the import stops there.
+        assert "lines 1-3 was not applied" in str(caught.value)
+        assert subjects == set()
+    else:
+        assert "line 4: invalid (400)" in errors and "NUL" in errors
+        assert "created: 4" in out.getvalue() and "invalid: 3" in out.getvalue(), out.getvalue()
+        assert subjects == {"acct-0", "acct-1", "acct-2", "acct-3"}
+        assert "3 line(s) were refused" in str(caught.value)
+
+
+def test_a_batch_the_database_refuses_is_retried_line_by_line(agent, tmp_path, monkeypatch):
+    """A line no check before the database catches (here: a value the database is made to refuse) costs only
+    itself, not the 499 good lines of its batch, and its error is named without the values."""
+    import importlib
+
+    from django.db import DataError
+
+    command = importlib.import_module("memory_admin.ops.management.commands.import")
+
+    real = command.assert_facts
+
+    def refusing(who, items, **kwargs):
+        if any(getattr(item, "value", None) == "poison-secret" for item in items):
+            raise DataError('invalid input: "poison-secret"')
+        return real(who, items, **kwargs)
+
+    monkeypatch.setattr(command, "assert_facts", refusing)
+    path = write(tmp_path, [line("acct-1", "a"), line("acct-2", "poison-secret"), line("acct-3", "c")])
+    err = StringIO()
+    with pytest.raises(CommandError, match="1 line"):
+        call_command(
+            "import", path, "--tenant", "acme", "--as", "agent-7", "--no-progress", stdout=StringIO(), stderr=err
+        )
+    assert "line 2: invalid (400)" in err.getvalue() and "DataError" in err.getvalue()
+    assert "poison" not in err.getvalue()
+    assert set(MemoryRecord.objects.values_list("subject_id", flat=True)) == {"acct-1", "acct-3"}

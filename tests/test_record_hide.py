@@ -164,7 +164,8 @@ def assertion(subject: str, predicate: str, value: str, source_ref: str, revisio
             subject_id=subject,
             predicate=predicate,
             value=value,
-            valid_from=at(10, 3),
+            # Now, so a write after a deletion is a new fact, not one backdated before it (refused on its own).
+            valid_from=kw.pop("valid_from", None) or timezone.now(),
             source_canonical_ref=source_ref,
             source_revision=revision,
             **kw,
@@ -270,9 +271,11 @@ def test_a_dispute_whose_every_candidate_is_deleted_is_closed_at_acceptance(api,
     fact's next disagreement fail (409 from the constraint) in between. It is closed at acceptance; a dispute with a
     candidate outside the scope stays open."""
     client = api(agent)
+    when = {"valid_from": timezone.now()}  # two equal sources disagree about the same valid time: a dispute
 
     def write(subject: str, value: str, source: str) -> dict:
-        response = client.post("/api/v1/records/", assertion(subject, "phone", value, source, "1"), format="json")
+        data = assertion(subject, "phone", value, source, "1", valid_from=when["valid_from"])
+        response = client.post("/api/v1/records/", data, format="json")
         assert response.status_code in (201, 202), response.json()
         return response.json()
 
@@ -287,6 +290,7 @@ def test_a_dispute_whose_every_candidate_is_deleted_is_closed_at_acceptance(api,
     request = delete(compliance, named)
     disputed.refresh_from_db()
     assert disputed.status == "resolved" and disputed.resolution_reason == f"[redacted by deletion {request.public_id}]"
+    when["valid_from"] = timezone.now()  # after the deletion
     assert write("p-9", "C", "crm:three")["outcome"] == "created"
     again = write("p-9", "D", "crm:four")
     assert again["outcome"] == "disputed", again

@@ -34,7 +34,7 @@ def _finite_float(text: str) -> float:
     # `1e400` is valid JSON but reads as infinity, which jsonb (and the JSON renderer) refuse.
     number = float(text)
     if not math.isfinite(number):
-        raise ValueError(f"{text} is out of range")
+        raise ValueError("a number is out of range (finite numbers only)")
     return number
 
 
@@ -77,6 +77,39 @@ def check_storable(value: Any, depth: int = 0) -> None:
             check_storable(item, depth + 1)
 
 
+class BadJSON(ValueError):
+    """What `loads_guarded` refuses, with a reason that quotes no value of the input."""
+
+
+def loads_guarded(raw: bytes | str) -> Any:
+    """Strict JSON from `raw`, as every JSON door reads it: UTF-8, no NaN or Infinity, no key twice in one object,
+    at most MAX_JSON_DEPTH levels deep, no string or key holding NUL or a lone surrogate. Raises BadJSON with the
+    reason (positions, never content). An empty input is an empty object."""
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+    except UnicodeDecodeError as exc:
+        raise BadJSON(f"Not UTF-8: byte {exc.start + 1} cannot be decoded ({exc.reason}).") from None
+    if not text.strip():
+        return {}
+    try:
+        data = json.loads(
+            text, parse_constant=_refuse_constant, parse_float=_finite_float, object_pairs_hook=unique_keys
+        )
+    except RecursionError:
+        raise BadJSON(f"JSON nested deeper than {MAX_JSON_DEPTH} levels.") from None
+    except DuplicateKey as exc:
+        raise BadJSON(exc.message) from None
+    except json.JSONDecodeError as exc:
+        raise BadJSON(f"Not JSON: {exc.msg} at column {exc.colno}.") from None
+    except ValueError as exc:  # NaN, Infinity, a number out of range (the message names the constant only)
+        raise BadJSON(f"Not JSON: {exc}.") from None
+    try:
+        check_storable(data)
+    except exceptions.ParseError as exc:
+        raise BadJSON(str(exc.detail)) from None
+    return data
+
+
 class LimitedJSONParser(JSONParser):
     """JSON bodies up to DATA_UPLOAD_MAX_MEMORY_SIZE; larger ones are a 413, never read in full.
 
@@ -95,21 +128,6 @@ class LimitedJSONParser(JSONParser):
         if len(raw) > limit:
             raise PayloadTooLarge(f"The request body is larger than {limit} bytes.")
         try:
-            data = (
-                json.loads(
-                    raw.decode("utf-8"),
-                    parse_constant=_refuse_constant,
-                    parse_float=_finite_float,
-                    object_pairs_hook=unique_keys,
-                )
-                if raw
-                else {}
-            )
-        except RecursionError:
-            raise exceptions.ParseError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels.") from None
-        except DuplicateKey as exc:
-            raise exceptions.ParseError(exc.message) from None
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise exceptions.ParseError(f"JSON parse error - {exc}") from None
-        check_storable(data)
-        return data
+            return loads_guarded(raw)
+        except BadJSON as exc:
+            raise exceptions.ParseError(str(exc)) from None

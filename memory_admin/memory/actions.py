@@ -324,6 +324,7 @@ def fact_write(tenant_id: int, a: Assertion) -> hooks.FactWrite:
         source_revision=a.source_revision,
         event_ids=a.event_ids or (),
         derived_from=a.derived_from or (),
+        valid_from=a.valid_from,
     )
 
 

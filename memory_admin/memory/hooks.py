@@ -42,6 +42,8 @@ class FactWrite:
     event_ids: Sequence[str] = ()
     # As asserted: [{memory_id, revision}]
     derived_from: Sequence[dict[str, Any]] = ()
+    # From when the fact claims to hold (content claiming to predate a subject's deletion is refused).
+    valid_from: datetime | None = None
 
 
 class BeliefEnded(Protocol):

@@ -2,15 +2,16 @@
 
 Each line is one assertion in the body shape of `POST /api/v1/records/` (an export line works too: the record
 format's extra fields are ignored). Lines are sent in batches to `memory.batch.assert_facts`, the function
-behind `POST /api/v1/records/batch/`, so every rule of one assertion applies. A bad line is reported with its
-number and reason and does not stop the others; with `--atomic` each batch is all or nothing, and the import
-stops at the first batch that was not applied (the lines before it are in, none after it).
+behind `POST /api/v1/records/batch/`, so every rule of one assertion applies. Each line is read as bytes and parsed
+by the API's guarded JSON reader (`lib.parsers.loads_guarded`: UTF-8, depth, NUL, duplicate keys). A bad line is
+reported with its number and reason, never its values, and does not stop the others; with `--atomic` each batch
+is all or nothing, and the import stops at the first batch that was not applied (the lines before it are in, none
+after it). A batch the database refuses as a whole is retried line by line, so only the offending line is lost.
 (The module is named `import`, a Python keyword: Django loads commands with import_module, which accepts it.)
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -18,14 +19,15 @@ from pathlib import Path
 from typing import IO, Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError
 from tqdm import tqdm
 
 from memory_admin.accounts.models import Principal
 from memory_admin.accounts.tenancy import tenant_context
 from memory_admin.api.batch import ItemParser
-from memory_admin.lib.parsers import DuplicateKey, unique_keys
+from memory_admin.lib.parsers import BadJSON, loads_guarded
 from memory_admin.memory.actions import Assertion
-from memory_admin.memory.batch import MAX_BATCH_ITEMS, assert_facts
+from memory_admin.memory.batch import MAX_BATCH_ITEMS, ItemResult, assert_facts
 from memory_admin.memory.errors import DomainError, InvalidInput
 
 DEFAULT_BATCH_SIZE = 500
@@ -71,15 +73,14 @@ class Command(BaseCommand):
             try:
                 for batch in _batches(handle, batch_size):
                     line_numbers = [n for n, _ in batch]
-                    result = assert_facts(who, [item for _, item in batch], atomic=atomic)
-                    refused = set(result.failed)
-                    for n, item in zip(line_numbers, result.items, strict=True):
+                    applied, results = _apply(who, batch, atomic)
+                    for n, item, refused in results:
                         counts[item.outcome] += 1
-                        if item.error is not None and item.index in refused:
+                        if refused and item.error is not None:
                             failed_lines += 1
                             self.stderr.write(f"line {n}: {_reason(item.error)}")
                     bar.update(len(batch))
-                    if not result.applied:
+                    if not applied:
                         bar.close()
                         self._summary(file, counts)
                         raise CommandError(
@@ -97,15 +98,38 @@ class Command(BaseCommand):
         self.stdout.write(f"Imported {file}: {sum(counts.values())} line(s) — {parts or 'nothing'}")
 
 
+def _apply(
+    who: Principal, batch: list[tuple[int, Assertion | DomainError]], atomic: bool
+) -> tuple[bool, list[tuple[int, ItemResult, bool]]]:
+    """One batch through `assert_facts`: whether it was applied, and (line number, result, refused) per line. A
+    batch the database refuses as a whole (an error no check before it caught; its transaction rolled back) is
+    retried line by line, unless --atomic, so the other lines are not lost with it. The error is named by its
+    class only: its message may quote the lines' values."""
+    try:
+        result = assert_facts(who, [item for _, item in batch], atomic=atomic)
+    except DatabaseError as exc:
+        if atomic or len(batch) == 1:
+            refused = InvalidInput({"line": [f"The database refused it ({type(exc).__name__})."]})
+            return not atomic, [(n, ItemResult(index=i, error=refused), True) for i, (n, _) in enumerate(batch)]
+        results = []
+        for single in batch:
+            results += _apply(who, [single], atomic=False)[1]
+        return True, results
+    refused_indexes = set(result.failed)
+    return result.applied, [
+        (n, item, item.index in refused_indexes) for (n, _), item in zip(batch, result.items, strict=True)
+    ]
+
+
 def _open(file: str) -> Any:
     if file == "-":
         return _Stdin()
-    return open(file, encoding="utf-8")  # closed by the with block in handle
+    return open(file, "rb")  # bytes: each line is decoded by the guarded parser; closed by handle's with block
 
 
 class _Stdin:
-    def __enter__(self) -> IO[str]:
-        return sys.stdin
+    def __enter__(self) -> IO[bytes]:
+        return sys.stdin.buffer
 
     def __exit__(self, *exc: object) -> None:
         return None
@@ -116,7 +140,7 @@ def _count_lines(path: Path) -> int:
         return sum(1 for _ in handle)
 
 
-def _batches(handle: IO[str], size: int) -> Iterator[list[tuple[int, Assertion | DomainError]]]:
+def _batches(handle: IO[bytes], size: int) -> Iterator[list[tuple[int, Assertion | DomainError]]]:
     """(line number, parsed item) in batches of `size`; blank lines are skipped."""
     batch: list[tuple[int, Assertion | DomainError]] = []
     parse = ItemParser()
@@ -131,13 +155,11 @@ def _batches(handle: IO[str], size: int) -> Iterator[list[tuple[int, Assertion |
         yield batch
 
 
-def _parse_line(parse: ItemParser, line: str) -> Assertion | DomainError:
+def _parse_line(parse: ItemParser, line: bytes) -> Assertion | DomainError:
     try:
-        raw = json.loads(line, object_pairs_hook=unique_keys)
-    except DuplicateKey as exc:
-        return InvalidInput({"line": [exc.message]})
-    except json.JSONDecodeError as exc:
-        return InvalidInput({"line": [f"Not JSON ({exc.msg} at column {exc.colno})."]})
+        raw = loads_guarded(line)
+    except BadJSON as exc:
+        return InvalidInput({"line": [str(exc)]})
     return parse(raw)
 
 
