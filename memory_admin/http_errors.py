@@ -78,6 +78,39 @@ class RejectControlCharactersMiddleware:
         return None
 
 
+class LengthRequiredMiddleware:
+    """Answer 411 to a request that frames its body with Transfer-Encoding (chunked) instead of Content-Length.
+
+    Django reads a body by its Content-Length, and gunicorn's workers pass a chunked body on without one, so such a
+    POST used to be read as empty (a 400 "field required", or MCP's -32700) while the client believed it had sent a
+    body. Every client this product documents (the Python client, httpx, the MCP SDK, curl with --data) sends
+    Content-Length; a body streamed with no length is refused here, by one rule, before any view reads it, with the
+    fix in the answer. (A request that sends both headers is refused too: the two framings could disagree, which
+    is how request smuggling starts.)
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if not request.META.get("HTTP_TRANSFER_ENCODING"):
+            return self.get_response(request)
+        detail = (
+            "The request body is sent with Transfer-Encoding (chunked), which this server does not read; "
+            "send it with a Content-Length header instead."
+        )
+        if is_api(request) or request.path_info.startswith("/mcp"):
+            response: HttpResponse = JsonResponse(
+                {"code": "length_required", "detail": detail, "next_step": "Resend the body with Content-Length."},
+                status=411,
+            )
+        else:
+            response = HttpResponse(loader.render_to_string("400.html", {"detail": detail}), status=411)
+        # No "Connection: close" from here (a WSGI application may not set hop-by-hop headers): gunicorn's sync
+        # workers close every connection after its answer, so the unread chunks are never taken for a request.
+        return response
+
+
 # --- handler400/403/404/500 (set in memory_admin/urls.py) ----------------------------------------
 
 

@@ -64,6 +64,8 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # NUL and control characters in a URL are refused before a session, a view or a query sees them.
     "memory_admin.http_errors.RejectControlCharactersMiddleware",
+    # A body framed by Transfer-Encoding instead of Content-Length is a 411, never read as empty.
+    "memory_admin.http_errors.LengthRequiredMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

@@ -139,12 +139,16 @@ class _Http:
         https: bool = True,
         body: str | None = None,
         headers: dict[str, str] | None = None,
+        chunked: bool = False,
     ) -> tuple[http.client.HTTPResponse, bytes]:
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         sent = dict(headers or {})
         if https:
             sent["X-Forwarded-Proto"] = "https"
-        connection.request(method, path, body=body, headers=sent)
+        if chunked:  # the body as an iterable: http.client frames it with Transfer-Encoding: chunked, no length
+            connection.request(method, path, body=iter([(body or "").encode()]), headers=sent, encode_chunked=True)
+        else:
+            connection.request(method, path, body=body, headers=sent)
         response = connection.getresponse()
         payload = response.read()
         connection.close()
@@ -225,6 +229,25 @@ def test_gunicorn_serves_the_production_profile(tmp_path: Path) -> None:
         response, body = web.request("GET", f"/api/v1/facts/current/?project_id=p&subject_id={SECRET_SUBJECT}")
         assert response.status == 401
         assert response.headers["Content-Type"].startswith("application/json")
+
+        # A body framed by Transfer-Encoding (chunked) with no Content-Length used to be read as empty (issue 30,
+        # item 8): the API and MCP answer 411 in their JSON shape, the dashboard a page; nothing reads it as {}.
+        record = '{"project_id": "p", "subject_id": "s", "predicate": "x", "value": 1}'
+        mcp_call = '{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}'
+        for path, payload in (("/api/v1/records/", record), ("/mcp/", mcp_call), ("/login/", "username=x")):
+            response, body = web.request(
+                "POST", path, body=payload, headers={"Content-Type": "application/json"}, chunked=True
+            )
+            assert response.status == 411, (path, response.status, body[:300])
+            if path != "/login/":
+                assert b'"length_required"' in body and b"Content-Length" in body
+            else:
+                assert b"Content-Length" in body
+        # The same body with its length is read (and refused for its missing token, not for being empty).
+        response, body = web.request(
+            "POST", "/api/v1/records/", body=record, headers={"Content-Type": "application/json"}
+        )
+        assert response.status == 401, body
 
         # whitenoise serves the collected htmx, cacheable, with the same headers.
         response, body = web.request("GET", HTMX)

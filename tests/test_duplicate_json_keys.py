@@ -43,3 +43,32 @@ def test_the_hook_refuses_a_repeated_key_at_any_depth(text):
     with pytest.raises(DuplicateKey):
         json.loads(text, object_pairs_hook=unique_keys)
     assert json.loads('{"a": 1, "b": {"a": 2}}', object_pairs_hook=unique_keys) == {"a": 1, "b": {"a": 2}}
+
+
+def _mcp_remember(arguments: dict) -> dict:
+    return {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "remember", "arguments": arguments}}
+
+
+MCP_HEADERS = {"HTTP_ACCEPT": "application/json, text/event-stream", "HTTP_MCP_PROTOCOL_VERSION": "2025-06-18"}
+
+
+def test_an_mcp_call_naming_an_argument_twice_is_a_parse_error_with_the_key(client, agent):
+    from memory_admin.accounts.services import issue_token
+
+    arguments = {
+        "project_id": "project-a",
+        "subject_id": "task-proposal-017",
+        "predicate": "submission_deadline",
+        "value": "2026-10-30T17:00+09:00",
+        "source_ref": "task-system:project-a/task-proposal-017",
+        "source_revision": "r17",
+    }
+    raw = json.dumps(_mcp_remember(arguments)).replace('"predicate"', '"subject_id": "someone-else", "predicate"')
+    response = client.post(
+        "/mcp/", raw, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {issue_token(agent)}", **MCP_HEADERS
+    )
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert error["code"] == -32700 and '"subject_id" twice' in error["message"]
+    assert "someone-else" not in error["message"]
+    assert not MemoryRecord.objects.exists()

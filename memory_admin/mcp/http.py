@@ -28,12 +28,15 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from rest_framework import exceptions
 
 from memory_admin.accounts.auth import BearerTokenAuthentication
+from memory_admin.lib.parsers import BadJSON, loads_guarded
 from memory_admin.mcp.server import Caller, acting_as, get_server
 
 # The SDK logs each stateless manager's start and stop, and each transport's end, at INFO: lines for every
 # request here, which say nothing.
 for _name in ("mcp.server.streamable_http_manager", "mcp.server.streamable_http"):
     logging.getLogger(_name).setLevel(logging.WARNING)
+
+PARSE_ERROR = -32700  # JSON-RPC's code for a body that is not the JSON it must be
 
 # Headers of the SDK's answer that WSGI must not be given (hop-by-hop) or that Django sets itself.
 _SKIPPED_HEADERS = {"content-length", "connection", "transfer-encoding"}
@@ -122,6 +125,15 @@ def mcp_endpoint(request: HttpRequest) -> HttpResponse:
         body = request.body
     except RequestDataTooBig:
         return _refused("payload_too_large", "The request body is larger than this server accepts.", 413)
+    try:
+        # The API's guarded reader first: the SDK's parser keeps the last of a key named twice (a proxy or an
+        # audit tool reading the first would see other arguments), and takes NUL, lone surrogates and any depth.
+        loads_guarded(body)
+    except BadJSON as exc:
+        return JsonResponse(
+            {"jsonrpc": "2.0", "id": None, "error": {"code": PARSE_ERROR, "message": f"Parse error: {exc}"}},
+            status=400,
+        )
     caller = Caller(authenticate=lambda: (principal, token), transport="http", request=request)
     status, headers, content = async_to_sync(_serve)(caller, _scope(request), body)
     response = HttpResponse(content, status=status)
