@@ -148,7 +148,7 @@ def assertion_of(data: dict[str, Any]) -> Assertion:
         subject_id=data["subject_id"],
         predicate=data["predicate"],
         value=data["value"],
-        valid_from=data["valid_from"],
+        valid_from=data.get("valid_from") or timezone.now(),  # the API's one default: from the time of the request
         valid_to=data.get("valid_to"),
         source_canonical_ref=data["source"]["canonical_ref"],
         source_revision=data["source"]["revision"],

@@ -143,17 +143,50 @@ class DerivedFromSerializer(serializers.Serializer):
 
 
 class AssertFactSerializer(serializers.Serializer):
-    """Body of `POST /records/`. The issuer is the authenticated principal, never a body field."""
+    """Body of `POST /records/` (and of each batch item and import line). The issuer is the authenticated principal,
+    never a body field. The source is `source: {canonical_ref, revision}` or, as the client and MCP name it, flat
+    `source_ref` and `source_revision` (one of the two forms, not both). `valid_from` defaults to the time of the
+    request (the answer's record states it)."""
 
     project_id = IdentifierField("project_id")
     subject_id = IdentifierField("subject_id")
     predicate = IdentifierField("predicate")
     value = serializers.JSONField()
-    valid_from = AwareDateTimeField()
+    valid_from = AwareDateTimeField(required=False, help_text="From when the value holds; default: now.")
     valid_to = AwareDateTimeField(required=False, allow_null=True)
-    source = SourceInSerializer()  # type: ignore[assignment]
+    source = SourceInSerializer(required=False)  # type: ignore[assignment]
+    source_ref = serializers.CharField(
+        max_length=500, required=False, help_text="The same as source.canonical_ref (give one form of the source)."
+    )
+    source_revision = serializers.CharField(
+        max_length=100, required=False, help_text="The same as source.revision (give one form of the source)."
+    )
     expected_revision = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=REVISION_MAX)
     derived_from = DerivedFromSerializer(many=True, required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        flat = {name: attrs.pop(name) for name in ("source_ref", "source_revision") if name in attrs}
+        if "source" in attrs:
+            if flat:
+                raise serializers.ValidationError(
+                    {"source": ["Give the source once: source {canonical_ref, revision}, or source_ref and "
+                                "source_revision, not both."]}
+                )  # fmt: skip
+            return attrs
+        if not flat:
+            raise serializers.ValidationError(
+                {
+                    "source": [
+                        "This field is required: source {canonical_ref, revision} (or source_ref and source_revision)."
+                    ]
+                }
+            )
+        missing = {name: ["Required with the other flat source field."] for name in ("source_ref", "source_revision")}
+        missing = {name: problem for name, problem in missing.items() if name not in flat}
+        if missing:
+            raise serializers.ValidationError(missing)
+        attrs["source"] = {"canonical_ref": flat["source_ref"], "revision": flat["source_revision"]}
+        return attrs
 
 
 class AssertResultSerializer(RecordSerializer):

@@ -1,12 +1,14 @@
 """Python client for the memory governance API (sync `Client`, async `AsyncClient`), and
 `memory_governance.langgraph_store.GovernedStore` (needs the `[langgraph]` extra)."""
 
+from memory_governance._calls import fact_body
 from memory_governance._core import RetryPolicy
 from memory_governance.client import AsyncClient, Client
 from memory_governance.errors import (
     ApiError,
     AuthenticationFailed,
     BaseNotCurrent,
+    BatchNotApplied,
     Conflict,
     DisputeOpen,
     ExpectedRevisionRequired,
@@ -28,6 +30,7 @@ __all__ = [
     "AsyncClient",
     "AuthenticationFailed",
     "BaseNotCurrent",
+    "BatchNotApplied",
     "Client",
     "Conflict",
     "DisputeOpen",
@@ -44,4 +47,5 @@ __all__ = [
     "ServiceUnavailable",
     "Throttled",
     "Tombstoned",
+    "fact_body",
 ]

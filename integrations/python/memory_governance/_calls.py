@@ -12,6 +12,7 @@ from memory_governance._core import Call, iso
 from memory_governance.types import (
     AssertResult,
     BaseRef,
+    BatchResult,
     ContextLoad,
     DeletionPreview,
     DeletionReport,
@@ -45,22 +46,58 @@ def assert_fact(
     predicate: str,
     value: Any,
     *,
-    valid_from: datetime | str,
     source_ref: str,
     source_revision: str,
+    valid_from: datetime | str | None = None,
     valid_to: datetime | str | None = None,
     expected_revision: int | None = None,
     derived_from: Iterable[BaseRef] | None = None,
     event_ids: Iterable[str] | None = None,
 ) -> Call[AssertResult]:
+    return Call(
+        "POST",
+        "records/",
+        body=fact_body(
+            project_id,
+            subject_id,
+            predicate,
+            value,
+            source_ref=source_ref,
+            source_revision=source_revision,
+            valid_from=valid_from,
+            valid_to=valid_to,
+            expected_revision=expected_revision,
+            derived_from=derived_from,
+            event_ids=event_ids,
+        ),
+    )
+
+
+def fact_body(
+    project_id: str,
+    subject_id: str,
+    predicate: str,
+    value: Any,
+    *,
+    source_ref: str,
+    source_revision: str,
+    valid_from: datetime | str | None = None,
+    valid_to: datetime | str | None = None,
+    expected_revision: int | None = None,
+    derived_from: Iterable[BaseRef] | None = None,
+    event_ids: Iterable[str] | None = None,
+) -> dict[str, Any]:
+    """The body of `POST /records/` (and of one batch item) in the API contract's shape. Without `valid_from`
+    the server takes the time of the request."""
     body: dict[str, Any] = {
         "project_id": project_id,
         "subject_id": subject_id,
         "predicate": predicate,
         "value": value,
-        "valid_from": iso(valid_from),
         "source": {"canonical_ref": source_ref, "revision": source_revision},
     }
+    if valid_from is not None:
+        body["valid_from"] = iso(valid_from)
     if valid_to is not None:
         body["valid_to"] = iso(valid_to)
     if expected_revision is not None:
@@ -69,7 +106,13 @@ def assert_fact(
         body["derived_from"] = _refs(derived_from)
     if event_ids:
         body["source"]["event_ids"] = list(event_ids)
-    return Call("POST", "records/", body=body)
+    return body
+
+
+def assert_facts(items: Iterable[Mapping[str, Any]], *, atomic: bool = False) -> Call[BatchResult]:
+    """`POST /records/batch/`. Each item is a `POST /records/` body (`fact_body` builds one; the flat `source_ref`
+    and `source_revision` are accepted too); `valid_from` may be left out (the time of the request)."""
+    return Call("POST", "records/batch/", body={"items": [dict(item) for item in items], "atomic": atomic})
 
 
 def current(

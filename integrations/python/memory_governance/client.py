@@ -17,6 +17,7 @@ from memory_governance._core import Call, RetryPolicy
 from memory_governance.types import (
     AssertResult,
     BaseRef,
+    BatchResult,
     ContextLoad,
     DeletionPreview,
     DeletionReport,
@@ -102,16 +103,17 @@ class Client:
         predicate: str,
         value: Any,
         *,
-        valid_from: datetime | str,
         source_ref: str,
         source_revision: str,
+        valid_from: datetime | str | None = None,
         valid_to: datetime | str | None = None,
         expected_revision: int | None = None,
         derived_from: Iterable[BaseRef] | None = None,
         event_ids: Iterable[str] | None = None,
     ) -> AssertResult:
         """Assert a fact (`POST /records/`). `result["outcome"]` says what it did: created (201), history
-        or unchanged (200), disputed (202). Refusals raise IssuerNotAuthorized, RevisionConflict,
+        or unchanged (200), disputed (202). Without `valid_from` it holds from the time of the request (the
+        answer's `valid_from` says when). Refusals raise IssuerNotAuthorized, RevisionConflict,
         ExpectedRevisionRequired, DisputeOpen, Tombstoned."""
         return self.send(
             _calls.assert_fact(
@@ -128,6 +130,14 @@ class Client:
                 event_ids=event_ids,
             )
         )
+
+    def assert_facts(self, items: Iterable[Mapping[str, Any]], *, atomic: bool = False) -> BatchResult:
+        """Assert up to 1,000 facts in one request (`POST /records/batch/`). Each item is a `POST /records/` body
+        (`memory_governance.fact_body(...)` builds one with `assert_fact`'s arguments); the answer has a result per
+        item in order (`results[i]["outcome"]`, and `record` or `error`), so one refused item raises nothing.
+        With `atomic=True` it is all or nothing: if any item fails, nothing is written and BatchNotApplied is
+        raised (its `failed` and `results` say which and why)."""
+        return self.send(_calls.assert_facts(items, atomic=atomic))
 
     def current(
         self,
@@ -307,9 +317,9 @@ class AsyncClient:
         predicate: str,
         value: Any,
         *,
-        valid_from: datetime | str,
         source_ref: str,
         source_revision: str,
+        valid_from: datetime | str | None = None,
         valid_to: datetime | str | None = None,
         expected_revision: int | None = None,
         derived_from: Iterable[BaseRef] | None = None,
@@ -330,6 +340,10 @@ class AsyncClient:
                 event_ids=event_ids,
             )
         )
+
+    async def assert_facts(self, items: Iterable[Mapping[str, Any]], *, atomic: bool = False) -> BatchResult:
+        """`Client.assert_facts`, awaited."""
+        return await self.send(_calls.assert_facts(items, atomic=atomic))
 
     async def current(
         self,

@@ -152,6 +152,21 @@ class Throttled(ApiError):
         return float(value) if value is not None else None
 
 
+class BatchNotApplied(ApiError):
+    """422 `batch_not_applied`: an atomic batch with a failing item wrote nothing. `failed` lists the indexes of
+    the items that failed on their own; `results` has every item's result (the others' outcome `not_applied`)."""
+
+    code = "batch_not_applied"
+
+    @property
+    def failed(self) -> list[int]:
+        return cast(list[int], self.payload.get("failed") or [])
+
+    @property
+    def results(self) -> list[dict[str, Any]]:
+        return cast(list[dict[str, Any]], self.payload.get("results") or [])
+
+
 class ServiceUnavailable(ApiError):
     """503 after the client's retries ran out."""
 
@@ -175,6 +190,7 @@ ERRORS_BY_CODE: dict[str, type[ApiError]] = {
         BaseNotCurrent,
         Tombstoned,
         Throttled,
+        BatchNotApplied,
     )
 }
 ERRORS_BY_CODE["not_authenticated"] = AuthenticationFailed

@@ -56,6 +56,26 @@ class AssertResult(Record):
     dispute_id: NotRequired[str]
 
 
+class BatchItem(TypedDict):
+    """One item's result in a batch: what `POST /records/` would have answered for it, by `index` in the request:
+    `record` when it was written or kept (`outcome` created, history, unchanged, disputed), `error` ({code, detail,
+    ...}) when it was refused (`outcome` the error's code)."""
+
+    index: int
+    status: int
+    outcome: str
+    record: NotRequired[AssertResult]
+    error: NotRequired[dict[str, Any]]
+
+
+class BatchResult(TypedDict):
+    """`POST /records/batch/`: a result per item in order, how many ended each way, and whether it was applied."""
+
+    results: list[BatchItem]
+    counts: dict[str, int]
+    applied: bool
+
+
 class RecordHistory(TypedDict):
     memory_id: str
     results: list[Record]
