@@ -142,6 +142,10 @@ class DerivedFromSerializer(serializers.Serializer):
     revision = serializers.IntegerField(min_value=1, max_value=REVISION_MAX)
 
 
+_SOURCE_REQUIRED = "This field is required: source {canonical_ref, revision} (or source_ref and source_revision)."
+_SOURCE_TWICE = "Give the source once: source {canonical_ref, revision}, or source_ref and source_revision, not both."
+
+
 class AssertFactSerializer(serializers.Serializer):
     """Body of `POST /records/` (and of each batch item and import line). The issuer is the authenticated principal,
     never a body field. The source is `source: {canonical_ref, revision}` or, as the client and MCP name it, flat
@@ -164,25 +168,30 @@ class AssertFactSerializer(serializers.Serializer):
     expected_revision = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=REVISION_MAX)
     derived_from = DerivedFromSerializer(many=True, required=False)
 
+    def to_internal_value(self, data: Any) -> Any:
+        """The fields' own checks, with the source's absence in the same answer: a body missing several fields hears
+        of all of them at once, the source included (`validate` runs only once every field passed)."""
+        try:
+            return super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            if isinstance(exc.detail, dict) and isinstance(data, dict) and "source" not in exc.detail:
+                if "source" not in data and not {"source_ref", "source_revision"} & data.keys():
+                    exc.detail["source"] = [serializers.ErrorDetail(_SOURCE_REQUIRED, code="required")]
+            raise
+
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         flat = {name: attrs.pop(name) for name in ("source_ref", "source_revision") if name in attrs}
         if "source" in attrs:
             if flat:
-                raise serializers.ValidationError(
-                    {"source": ["Give the source once: source {canonical_ref, revision}, or source_ref and "
-                                "source_revision, not both."]}
-                )  # fmt: skip
+                raise serializers.ValidationError({"source": [_SOURCE_TWICE]})
             return attrs
         if not flat:
-            raise serializers.ValidationError(
-                {
-                    "source": [
-                        "This field is required: source {canonical_ref, revision} (or source_ref and source_revision)."
-                    ]
-                }
-            )
-        missing = {name: ["Required with the other flat source field."] for name in ("source_ref", "source_revision")}
-        missing = {name: problem for name, problem in missing.items() if name not in flat}
+            raise serializers.ValidationError({"source": [_SOURCE_REQUIRED]})
+        missing = {
+            name: ["Required with the other flat source field."]
+            for name in ("source_ref", "source_revision")
+            if name not in flat
+        }
         if missing:
             raise serializers.ValidationError(missing)
         attrs["source"] = {"canonical_ref": flat["source_ref"], "revision": flat["source_revision"]}

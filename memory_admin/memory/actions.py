@@ -328,6 +328,39 @@ def fact_write(tenant_id: int, a: Assertion) -> hooks.FactWrite:
     )
 
 
+def derived_from_problems(tenant_id: int, assertions: Sequence[Assertion]) -> dict[int, InvalidInput]:
+    """Which of `assertions` (by index) name in `derived_from` a record that is not in their tenant and project at
+    that revision: one query for all of them. The same rule as a summary's, an action's or a context load's bases
+    (derived.lineage.resolve_bases), so no door takes another tenant's memory id, or one that never existed, as a
+    fact's lineage. Ids a deletion removed are left to the write guard, which refuses them with 410."""
+    wanted = {d.get("memory_id") for a in assertions for d in (a.derived_from or [])}
+    ids = {m for m in wanted if isinstance(m, str) and m}
+    if not ids:
+        return {}
+    found = {
+        memory_id: (project, revision)
+        for memory_id, project, revision in MemoryRecord.objects.filter(
+            tenant_id=tenant_id, memory_id__in=ids
+        ).values_list("memory_id", "project__key", "revision")
+    }
+    deleted = hooks.hidden_memory_ids(tenant_id, ids - found.keys())
+    refused: dict[int, InvalidInput] = {}
+    for i, a in enumerate(assertions):
+        problems = []
+        for base in a.derived_from or []:
+            memory_id, revision = base.get("memory_id"), base.get("revision")
+            if memory_id in deleted:
+                continue
+            project, actual = found.get(memory_id, (None, None)) if isinstance(memory_id, str) else (None, None)
+            if project != a.project_id:
+                problems.append(f"{memory_id}: no such record in {a.project_id}.")
+            elif revision is not None and actual != revision:
+                problems.append(f"{memory_id}: is revision {actual}, not {revision}.")
+        if problems:
+            refused[i] = InvalidInput({"derived_from": problems})
+    return refused
+
+
 def assert_fact(
     principal: Principal,
     a: Assertion,
@@ -362,6 +395,8 @@ def assert_fact(
     tenant: Tenant = principal.require_tenant
     write = fact_write(tenant.pk, a)
     hooks.check_assertion(write)
+    if refused := derived_from_problems(tenant.pk, [a]):
+        raise refused[0]
     now = now or timezone.now()
     try:
         with hooks.write_scope("assert_fact", principal.name), transaction.atomic():

@@ -52,6 +52,7 @@ from memory_admin.memory.actions import (
     _Write,
     assert_fact,
     decide,
+    derived_from_problems,
     fact_lock_key,
     fact_write,
     project_for,
@@ -260,7 +261,10 @@ def _checked(
             errors[i] = exc
             continue
         pending.append(_Pending(i, a, write, policy))
-    return pending
+    lineage = derived_from_problems(tenant.pk, [p.assertion for p in pending])
+    for n, error in lineage.items():
+        errors[pending[n].index] = error
+    return [p for n, p in enumerate(pending) if n not in lineage]
 
 
 def _rounds(pending: list[_Pending]) -> Iterator[list[_Pending]]:
