@@ -218,7 +218,7 @@ def fact_view(
     if record is None and recheck is not None:
         record = recheck.record  # as before the split: the rechecked record answers if nothing else does
     if record is None:
-        return _disputed_view(principal, project_id, subject_id, predicate, purpose=purpose)
+        return _disputed_view(principal, project_id, subject_id, predicate, purpose=purpose, valid_at=valid_at)
     policy = checked.policy if checked is not None else policy_for(principal.tenant_pk, project_id, predicate)
     fresh_required = must_be_fresh_for_action(policy)
     view, attempt = _record_view(record, recheck, fresh_required=fresh_required)
@@ -227,8 +227,38 @@ def fact_view(
     return view
 
 
+def _no_usable_value(head: MemoryRecord | None, where: str, moment: datetime) -> NotFound:
+    """Why nothing answers for `where` at `moment`, true to the case, with the head record as data when there is
+    one when it is usable at another time: not in effect yet (its `valid_from` after the moment) or ended (its
+    `valid_to` at or before it); otherwise its status (excluded, expired), without the record."""
+    if head is None:
+        return NotFound(f"No usable value for {where}: nothing is recorded.")
+    accepted = head.status == MemoryRecord.Status.ACCEPTED
+    if accepted and head.valid_from > moment:
+        return NotFound(
+            f"No value in effect for {where} yet: its current record is not in effect until "
+            f"{head.valid_from.isoformat()}.",
+            record=head,
+            not_in_effect_until=head.valid_from.isoformat(),
+        )
+    if accepted and head.valid_to is not None and head.valid_to <= moment:
+        return NotFound(
+            f"No value in effect for {where}: its current record ended at {head.valid_to.isoformat()}.",
+            record=head,
+            ended_at=head.valid_to.isoformat(),
+        )
+    # No record as data here: an excluded or expired value must not reach the reader this way.
+    return NotFound(f"No usable value for {where}: its current record is {head.status}.")
+
+
 def _disputed_view(
-    principal: Principal, project_id: str, subject_id: str, predicate: str, *, purpose: Purpose
+    principal: Principal,
+    project_id: str,
+    subject_id: str,
+    predicate: str,
+    *,
+    purpose: Purpose,
+    valid_at: datetime | None = None,
 ) -> FactView:
     """No record answers: an open dispute shows its candidates (and refuses acting); else NotFound."""
     dispute = (
@@ -244,8 +274,7 @@ def _disputed_view(
     )
     if dispute is None:
         head = fact_records(principal, project_id, subject_id, predicate).filter(is_head=True).first()
-        reason = f"its current record is {head.status}" if head else "nothing is recorded"
-        raise NotFound(f"No usable value for {subject_id}.{predicate} in {project_id}: {reason}.")
+        raise _no_usable_value(head, f"{subject_id}.{predicate} in {project_id}", valid_at or timezone.now())
     if purpose == "action":
         raise FactDisputed(
             "This fact is disputed; no value may be acted on until the dispute is resolved.",
