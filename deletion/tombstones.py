@@ -393,8 +393,9 @@ def _refusals_of_tenant(
             refusal = _refusal(stone, "this value was deleted with its subject, under whatever field it is written")
         if refusal is None and w.valid_from is not None:
             deleted = [s for s in by_scope.get(subjects[i], []) if s.kind == Tombstone.Kind.SUBJECT]
-            if deleted and w.valid_from < max(s.created_at for s in deleted):
-                stone = max(deleted, key=lambda s: s.created_at)
+            latest_deletion = max(deleted, key=lambda s: s.created_at, default=None)
+            if latest_deletion is not None and w.valid_from < latest_deletion.created_at:
+                stone = latest_deletion
                 refusal = _refusal(
                     stone,
                     "this fact about a deleted subject is valid from before the subject's deletion; "

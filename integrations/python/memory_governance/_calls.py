@@ -40,37 +40,9 @@ def _refs(items: Iterable[BaseRef | Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [{"memory_id": i["memory_id"], "revision": int(i["revision"])} for i in items]
 
 
-def assert_fact(
-    project_id: str,
-    subject_id: str,
-    predicate: str,
-    value: Any,
-    *,
-    source_ref: str,
-    source_revision: str,
-    valid_from: datetime | str | None = None,
-    valid_to: datetime | str | None = None,
-    expected_revision: int | None = None,
-    derived_from: Iterable[BaseRef] | None = None,
-    event_ids: Iterable[str] | None = None,
-) -> Call[AssertResult]:
-    return Call(
-        "POST",
-        "records/",
-        body=fact_body(
-            project_id,
-            subject_id,
-            predicate,
-            value,
-            source_ref=source_ref,
-            source_revision=source_revision,
-            valid_from=valid_from,
-            valid_to=valid_to,
-            expected_revision=expected_revision,
-            derived_from=derived_from,
-            event_ids=event_ids,
-        ),
-    )
+def assert_fact(project_id: str, subject_id: str, predicate: str, value: Any, **fields: Any) -> Call[AssertResult]:
+    """`POST /records/` with the body `fact_body` builds from the same arguments."""
+    return Call("POST", "records/", body=fact_body(project_id, subject_id, predicate, value, **fields))
 
 
 def fact_body(
