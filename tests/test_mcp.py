@@ -350,3 +350,45 @@ def test_stdio_lists_tools_and_remembers_then_recalls(agent):
     assert data(recalled)["value"] == "2026-10-30T17:00+09:00"
     calls = AuditEvent.objects.filter(action=Action.MCP_TOOL_CALLED, actor=agent)
     assert {(e.object_id, e.after["transport"]) for e in calls} == {("remember", "stdio"), ("recall", "stdio")}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_stdio_answers_a_bad_line_with_a_parse_error_and_goes_on(agent):
+    """Issue 30, item 7 over stdio: a key named twice, a byte that is not UTF-8 and a NUL escape are each answered
+    with -32700 and the reason (the request's id when readable, never a value), and nothing is written; the
+    session then goes on serving well-formed calls."""
+    import subprocess
+
+    token = issue_token(agent)
+    call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "remember", "arguments": REMEMBER}}
+    twice = json.dumps(call).replace('"predicate"', '"subject_id": "someone-else", "predicate"')
+    nul = json.dumps({**call, "id": 6}).replace("r17", "r\\u0000")
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    lines = [
+        twice.encode(),
+        b'{"jsonrpc": "2.0", "id": 8, "method": "\xff"}',
+        nul.encode(),
+        json.dumps(initialize).encode(),
+    ]
+    done = subprocess.run(
+        [sys.executable, "manage.py", "mcp", "--token", token],
+        cwd=ROOT,
+        env={**os.environ, "DATABASE_URL": _test_database_url()},
+        input=b"\n".join(lines) + b"\n",
+        capture_output=True,
+        timeout=120,
+    )
+    answers = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    errors = {a["id"]: a["error"] for a in answers if "error" in a}
+    assert errors[5]["code"] == -32700 and '"subject_id" twice' in errors[5]["message"], answers
+    assert errors[None]["code"] == -32700 and "Not UTF-8" in errors[None]["message"]
+    assert errors[6]["code"] == -32700 and "NUL" in errors[6]["message"]
+    assert "someone-else" not in done.stdout.decode()
+    # The well-formed initialize after them is served: the session was not ended by the bad lines.
+    assert any(a.get("id") == 7 and "result" in a for a in answers), answers
+    assert not AuditEvent.objects.filter(action=Action.MCP_TOOL_CALLED, actor=agent).exists()

@@ -9,7 +9,8 @@ from rest_framework import exceptions
 
 from memory_admin.accounts.auth import BearerTokenAuthentication
 from memory_admin.accounts.models import ApiToken, Principal
-from memory_admin.mcp.server import Caller, acting_as, get_server
+from memory_admin.mcp.server import Caller, acting_as
+from memory_admin.mcp.stdio import serve_stdio
 
 
 def authenticate(token: str) -> tuple[Principal, ApiToken | None]:
@@ -41,4 +42,4 @@ class Command(BaseCommand):
             raise CommandError(f"The token is refused: {exc.detail}") from None
         # stdout is the protocol's channel from here on: nothing else may be printed to it.
         with acting_as(Caller(authenticate=lambda: authenticate(token), transport="stdio")):
-            get_server().run("stdio")
+            serve_stdio()  # each line through the guarded JSON reader first (mcp/stdio.py)
