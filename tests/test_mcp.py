@@ -392,3 +392,44 @@ def test_stdio_answers_a_bad_line_with_a_parse_error_and_goes_on(agent):
     # The well-formed initialize after them is served: the session was not ended by the bad lines.
     assert any(a.get("id") == 7 and "result" in a for a in answers), answers
     assert not AuditEvent.objects.filter(action=Action.MCP_TOOL_CALLED, actor=agent).exists()
+
+
+def test_missing_or_mistyped_arguments_answer_in_the_products_shape(live_server, agent_token):
+    """Issue 31: the SDK's own check of the input schema used to answer a text dump of pydantic's error."""
+
+    async def session() -> tuple[Any, Any, Any]:
+        async with over_http(live_server.url, agent_token) as client:
+            missing = await client.call_tool("remember", {k: v for k, v in REMEMBER.items() if k != "source_ref"})
+            mistyped = await client.call_tool("remember", {**REMEMBER, "expected_revision": "secret-abc"})
+            null = await client.call_tool("remember", {**REMEMBER, "value": None})
+            return missing, mistyped, null
+
+    missing, mistyped, null = run(session)
+    for refused, argument in ((missing, "source_ref"), (mistyped, "expected_revision"), (null, "value")):
+        assert refused.is_error
+        answer = data(refused)
+        assert answer["code"] == "invalid" and argument in answer["errors"], answer
+        assert argument in answer["detail"] and answer["next_step"]
+        assert "secret-abc" not in json.dumps(answer) and "pydantic" not in summary(refused)
+
+
+def test_remember_declares_the_json_types_of_value(live_server, agent_token):
+    async def session() -> Any:
+        async with over_http(live_server.url, agent_token) as client:
+            return await client.list_tools()
+
+    remember = next(t for t in run(session).tools if t.name == "remember")
+    value = remember.input_schema["properties"]["value"]
+    declared = {option.get("type") for option in value["anyOf"]}
+    assert declared == {"string", "integer", "number", "boolean", "array", "object"}, value
+
+
+def test_acknowledging_an_unknown_notice_says_where_the_ids_come_from(live_server, agent_token):
+    async def session() -> Any:
+        async with over_http(live_server.url, agent_token) as client:
+            return await client.call_tool("acknowledge_notice", {"notice_id": "inv-does-not-exist"})
+
+    refused = run(session)
+    assert refused.is_error and data(refused)["code"] == "not_found"
+    assert "pending_notices" in data(refused)["next_step"]
+    assert "Nothing usable is recorded" not in summary(refused)

@@ -28,8 +28,9 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import close_old_connections
 from django.http import HttpRequest
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 from rest_framework import exceptions
 
 from memory_admin.accounts.models import ApiToken, Principal
@@ -110,13 +111,13 @@ def _run(caller: Caller, name: str, arguments: dict[str, Any]) -> tools.Answer:
     with tenant:
         wait = throttle_wait(caller.request, body.scope) if caller.request is not None else None
         if wait is not None:
-            answer = tools.refusal(exceptions.Throttled(wait))
+            answer = tools.refusal(exceptions.Throttled(wait), tool=name)
             answer.payload["retry_after"] = int(wait)
         else:
             try:
                 answer = body.fn(principal, **arguments)
             except (DomainError, exceptions.APIException) as exc:
-                answer = tools.refusal(exc)
+                answer = tools.refusal(exc, tool=name)
             except Exception as exc:
                 # The type only: a database error's message quotes the row it refused (README "What is logged").
                 log.error("MCP tool %s failed: %s", name, type(exc).__name__)
@@ -161,15 +162,32 @@ READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_h
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
 
+class _Server(MCPServer):
+    """The SDK's server, with arguments its input schema refuses answered in the product's shape ({code: invalid,
+    detail, errors, next_step}) instead of the SDK's text dump of the validation error."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                return _result(tools.invalid_arguments(exc.__cause__, name))
+            raise
+
+
+# A value as JSON gives it (declared, so strict function-calling clients know what to send): null is refused.
+JsonValue = str | int | float | bool | list[Any] | dict[str, Any]
+
+
 def build_server() -> MCPServer:
-    server: MCPServer = MCPServer("memory-governance", instructions=INSTRUCTIONS, version="1")
+    server: MCPServer = _Server("memory-governance", instructions=INSTRUCTIONS, version="1")
 
     @server.tool(annotations=WRITE)
     async def remember(
         project_id: ProjectId,
         subject_id: SubjectId,
         predicate: Predicate,
-        value: Annotated[Any, Field(description="The value (any JSON)")],
+        value: Annotated[JsonValue, Field(description="The value: a string, number, boolean, array or object")],
         source_ref: Annotated[str, Field(description="Where it comes from, e.g. task-system:project-a/task-17")],
         source_revision: Annotated[str, Field(description="The source's revision or version, e.g. r18")],
         valid_from: Instant = None,

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.utils import timezone
+from pydantic import ValidationError
 from rest_framework import exceptions, serializers
 
 from deletion import service as deletion_service
@@ -414,12 +415,32 @@ _NEXT_STEP = {
     "fact_disputed": "Do not act: sources disagree and an owner must resolve the dispute first.",
     "tombstoned": "This memory was deleted on request and may not be written or used again.",
     "not_found": "Nothing usable is recorded for what you asked.",
-    "throttled": "Too many calls; wait before calling again.",
+    "throttled": "Too many calls; wait retry_after seconds before calling again.",
+    "invalid": "Fix the arguments named in errors and call again.",
+}
+# Where a code's general next step is not true of one tool's case.
+_TOOL_NEXT_STEP = {
+    ("acknowledge_notice", "not_found"): "No open notice of yours has this id: call pending_notices for the ids "
+    "you may acknowledge.",
+    ("history", "not_found"): "No record has this memory id: take one from recall or search_memory.",
 }
 
 
-def refusal(exc: Exception) -> Answer:
-    """A refused call as an answer: the API's error payload, plus what to do next."""
+def invalid_arguments(error: ValidationError, tool: str) -> Answer:
+    """Arguments the tool's input schema refused (a missing one, or one of the wrong type), in the product's shape:
+    each argument named with the reason, never the value given."""
+    errors: dict[str, list[str]] = {}
+    for problem in error.errors():
+        # The argument itself (a union's members add their type to the location: one argument, several reasons).
+        name = str(problem["loc"][0]) if problem["loc"] else "arguments"
+        reasons = errors.setdefault(name, [])
+        if str(problem["msg"]) not in reasons:
+            reasons.append(str(problem["msg"]))
+    return refusal(exceptions.ValidationError(errors), tool=tool)
+
+
+def refusal(exc: Exception, *, tool: str = "") -> Answer:
+    """A refused call as an answer: the API's error payload, plus what to do next (for `tool`'s case)."""
     if isinstance(exc, DomainError):
         payload = {
             key: record_payload(value) if isinstance(value, MemoryRecord) else value
@@ -444,9 +465,10 @@ def refusal(exc: Exception) -> Answer:
             f"(verified at {payload.get('last_verified_at') or 'never'}); it could not be confirmed now. "
             f"{payload['detail']}"
         )
-    if code in _NEXT_STEP:
-        payload["next_step"] = _NEXT_STEP[code]
-        summary += f" Next: {_NEXT_STEP[code]}"
+    next_step = _TOOL_NEXT_STEP.get((tool, code)) or _NEXT_STEP.get(code)
+    if next_step:
+        payload["next_step"] = next_step
+        summary += f" Next: {next_step}"
     current = payload.get("current")
     memory_id = current.get("memory_id") if isinstance(current, dict) else payload.get("memory_id")
     return Answer(payload, summary, error=True, memory_id=memory_id if isinstance(memory_id, str) else None)
