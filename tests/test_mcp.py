@@ -327,8 +327,17 @@ def test_the_sdk_client_without_a_token_cannot_connect(live_server):
         async with over_http(live_server.url, None) as client:
             await client.list_tools()
 
-    with pytest.raises(BaseException):  # noqa: B017  (the SDK surfaces the 401 as its own error group)
+    # What README "MCP server" tells users the SDK shows for the 401: an MCPError inside exception groups.
+    with pytest.raises(BaseExceptionGroup) as caught:
         run(session)
+
+    def leaves(group: BaseException) -> list[BaseException]:
+        inner = getattr(group, "exceptions", None)
+        return [leaf for e in inner for leaf in leaves(e)] if inner else [group]
+
+    assert any(
+        type(e).__name__ == "MCPError" and "Server returned an error response" in str(e) for e in leaves(caught.value)
+    ), leaves(caught.value)
 
 
 # --- stdio --------------------------------------------------------------------------------------------------
