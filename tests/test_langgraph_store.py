@@ -176,6 +176,8 @@ def test_a_disputed_fact_comes_back_with_both_candidates_and_no_value(personas: 
     assert sorted(c["value"]["jpy"] for c in governance["candidates"]) == [980, 1080]
     with pytest.raises(DisputeOpen):  # a put cannot settle it either: an owner resolves disputes
         store.put(("memories", "product-x"), "unit_price", {"jpy": 1000})
+    # The read showed the dispute; it leaves no notice about what it showed (issue 31).
+    assert list(store.pending_notices()) == []
 
 
 def test_a_put_that_lands_disputed_is_reported(personas: Personas) -> None:

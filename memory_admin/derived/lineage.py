@@ -325,7 +325,9 @@ def register_context_load(
     project_id: str | None = None,
 ) -> ContextLoad:
     """Record what an agent loaded into a session. It is a report of what happened, so stale copies are
-    accepted, and each one gets its invalidation notice at once."""
+    accepted, and each one gets its invalidation notice at once. A candidate of an open dispute is not stale: it
+    was never the current belief, the reader was shown it as disputed (a read that registers its own load must
+    not notify its reader of what it was just shown), and the dispute's resolution notifies its holders."""
     _require_writer(principal)
     _aware("expires_at", expires_at)
     with hooks.write_scope("context_load", principal.name), transaction.atomic():
@@ -344,7 +346,11 @@ def register_context_load(
             [ContextItem(load=load, record=found[b.memory_id], revision=b.revision) for b in bases]
         )
         now = timezone.now()
-        stale = [found[b.memory_id] for b in bases if not found[b.memory_id].is_current_at(now)]
+        stale = [
+            record
+            for record in (found[b.memory_id] for b in bases)
+            if not record.is_current_at(now) and record.status != MemoryRecord.Status.DISPUTED
+        ]
         if stale:
             propagate(stale, reason="Loaded after it stopped being the current belief.", now=now)
     return load
