@@ -194,6 +194,9 @@ def test_recall_for_action_refuses_when_the_canonical_source_is_down(
     assert source[1].hits[DEADLINE["subject_id"]] >= 1  # the server did try the source
     # Answering (not acting) still gives the value, with its caveat.
     assert not for_answer.is_error and data(for_answer)["action_allowed"] is False and data(for_answer)["caveat"]
+    # The action read made the attempt ("just now"); the answer read made none and says when the last one failed.
+    assert "could not be confirmed just now" in refused["caveat"], refused["caveat"]
+    assert "the last attempt, at" in data(for_answer)["caveat"] and "just now" not in data(for_answer)["caveat"]
 
 
 def test_another_tenants_token_sees_nothing(live_server, agent, outsider, moved_deadline):

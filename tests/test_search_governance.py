@@ -137,7 +137,8 @@ def test_hits_carry_what_facts_current_says(api, agent, block_action):
 
     assert hits[overdue.memory_id]["freshness"] == "recheck_due"
     assert hits[overdue.memory_id]["action_allowed"] is False
-    assert "could not be confirmed" in hits[overdue.memory_id]["caveat"]
+    # The search made no attempt: the caveat says when the last one failed, not that this call could not confirm.
+    assert "the last attempt, at" in hits[overdue.memory_id]["caveat"]
     assert hits[overdue.memory_id]["last_verified_at"] == past.isoformat()
 
     unverified = hits[successor.memory_id]

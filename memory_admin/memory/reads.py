@@ -374,7 +374,7 @@ def _record_view(
             attempt = None
         else:
             attempt = _latest_failed_attempt(record) if latest_failed is _LOOKUP else latest_failed
-    caveat = _caveat(record, freshness, verified_at, verified_value, attempt)
+    caveat = _caveat(record, freshness, verified_at, verified_value, attempt, made_by_this_read=recheck is not None)
     action_allowed = record.status == Status.ACCEPTED and (verified_now or not fresh_required)
     if action_allowed and attempt is not None and attempt.verified:
         caveat = None
@@ -416,8 +416,12 @@ def _caveat(
     verified_at: datetime | None,
     verified_value: Any,
     attempt: RecheckAttempt | None,
+    *,
+    made_by_this_read: bool = False,
 ) -> str | None:
-    """A sentence a person can read: what was last verified, when, and why it is not confirmed now."""
+    """A sentence a person can read: what was last verified, when, and why it is not confirmed now. The attempt
+    is told as this read's own ("could not be confirmed just now") only when this read made it; an earlier one is
+    told as the last attempt, with its time, so a reader never takes an old failure for the call it just made."""
     if freshness == "fresh" and (attempt is None or attempt.verified):
         return None
     if verified_at is None:
@@ -433,7 +437,14 @@ def _caveat(
             RecheckAttempt.Result.SOURCE_AMBIGUOUS: "the canonical source's answer was ambiguous",
             RecheckAttempt.Result.NOT_CHECKED: "it was not checked",
         }[RecheckAttempt.Result(attempt.outcome)]
-        return f"{base} It could not be confirmed at {_when(attempt.attempted_at)}: {why} ({attempt.error})."
+        if made_by_this_read:
+            return (
+                f"{base} It could not be confirmed just now ({_when(attempt.attempted_at)}): {why} ({attempt.error})."
+            )
+        return (
+            f"{base} It has not been confirmed since: the last attempt, at {_when(attempt.attempted_at)}, failed: "
+            f"{why} ({attempt.error})."
+        )
     if freshness == "recheck_due":
         return f"{base} A recheck was due {_when(record.recheck_after)}; it has not been confirmed since."
     return base
