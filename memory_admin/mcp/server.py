@@ -306,7 +306,8 @@ def build_server() -> MCPServer:
         subject_id: Annotated[str | None, Field(description="Forget everything about this subject")] = None,
         memory_ids: Annotated[list[str] | None, Field(description="Or these records")] = None,
     ) -> CallToolResult:
-        """File a deletion request for a subject or some records. Compliance staff must approve it; nothing is
+        """File a deletion request for a subject or some records, with the reason (required: it is kept with the
+        request for the regulator). Give subject_id or memory_ids. Compliance staff must approve it; nothing is
         deleted until they do (an agent never deletes on its own)."""
         return await _call(
             "request_forget", project_id=project_id, reason=reason, subject_id=subject_id, memory_ids=memory_ids

@@ -413,7 +413,9 @@ _NEXT_STEP = {
     "recheck_required": "Do not act on this value. It could not be verified against its canonical source now. "
     "Tell the user the last verified value and when it was verified, and that it could not be confirmed.",
     "fact_disputed": "Do not act: sources disagree and an owner must resolve the dispute first.",
-    "tombstoned": "This memory was deleted on request and may not be written or used again.",
+    "tombstoned": "This content was deleted on request and may not be written or used again (detail says which "
+    "rule refused it). A new fact, valid from now, from a new source and with a value that was not deleted, is "
+    "accepted.",
     "not_found": "Nothing usable is recorded for what you asked.",
     "throttled": "Too many calls; wait retry_after seconds before calling again.",
     "invalid": "Fix the arguments named in errors and call again.",
