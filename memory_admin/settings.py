@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "memory_admin.derived",
     "memory_admin.dashboard",
     "memory_admin.ops",
+    "memory_admin.mcp",
     "memory_admin.conformance",
     # Row-level security on PostgreSQL: each tenant table's forced policy, applied after every migrate.
     "memory_admin.rls",

@@ -13,13 +13,13 @@ from django.test.utils import CaptureQueriesContext
 
 from memory_admin.accounts.services import ensure_principal
 from memory_admin.accounts.tenancy import tenant_context
-from memory_admin.api.batch import ItemParser, assertion_of
 from memory_admin.api.serializers import AssertFactSerializer
 from memory_admin.lib import rows
 from memory_admin.memory.actions import Assertion, assert_fact
 from memory_admin.memory.batch import assert_facts
 from memory_admin.memory.errors import InvalidInput
 from memory_admin.memory.models import AuditEvent, MemoryRecord
+from memory_admin.shapes.items import ItemParser, assertion_of
 from tests.conftest import at, body
 
 # Text PostgreSQL's array syntax gives a meaning to (quotes, backslashes, braces, commas, the word NULL, spaces).

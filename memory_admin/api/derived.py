@@ -24,7 +24,6 @@ from memory_admin.api.serializers import (
     IdentifierField,
     IsoDateTimeField,
     SourceOutSerializer,
-    source_payload,
 )
 from memory_admin.derived import lineage, search
 from memory_admin.derived.lineage import BaseRef
@@ -33,6 +32,7 @@ from memory_admin.lib.throttling import SEARCH
 from memory_admin.memory import validation
 from memory_admin.memory.errors import Tombstoned
 from memory_admin.memory.reads import FRESHNESS
+from memory_admin.shapes.derived import hit_payload, invalidation_payload
 
 
 def _iso(moment: Any) -> str | None:
@@ -313,20 +313,6 @@ def context_payload(load: ContextLoad) -> dict[str, Any]:
     }
 
 
-def invalidation_payload(notice: Invalidation) -> dict[str, Any]:
-    return {
-        "id": notice.public_id,
-        "memory_id": notice.memory_id,
-        "revision": notice.revision,
-        "session_id": notice.load.session_id,
-        "context_load_id": notice.load.public_id,
-        "reason": notice.reason,
-        "current_memory_id": notice.successor.memory_id if notice.successor_id else None,  # type: ignore[union-attr]
-        "created_at": _iso(notice.created_at),
-        "acknowledged_at": _iso(notice.acknowledged_at),
-    }
-
-
 class LoadedMemorySerializer(serializers.Serializer):
     memory_id = serializers.CharField()
     revision = serializers.IntegerField()
@@ -448,36 +434,6 @@ class SearchQuerySerializer(ContextOnReadSerializer):
     q = serializers.CharField(max_length=2000)
     k = serializers.IntegerField(min_value=1, max_value=100, default=10)
     include = serializers.ChoiceField(choices=["usable", "all"], default="usable")
-
-
-def hit_payload(hit: search.SearchHit) -> dict[str, Any]:
-    record, view = hit.record, hit.view
-    return {
-        "memory_id": record.memory_id,
-        "project_id": record.project.key,
-        "subject_id": record.subject_id,
-        "predicate": record.predicate,
-        "value": record.value,
-        "status": record.status,
-        "revision": record.revision,
-        "score": round(hit.score, 6),
-        "usable": hit.usable,
-        "current_memory_id": hit.current.memory_id if hit.current else None,
-        "current_value": hit.current.value if hit.current else None,
-        # Why a hit is held back (null when usable), and the valid time that decides "not yet in effect".
-        "reason_code": hit.reason_code,
-        "reason": hit.reason,
-        "valid_from": record.valid_from.isoformat(),
-        "valid_to": record.valid_to.isoformat() if record.valid_to else None,
-        "recheck_after": _iso(record.recheck_after),
-        "source": source_payload(record),
-        # What `GET /facts/current/` says of a usable hit (same rule, reads.record_views); null when held back.
-        "freshness": view.freshness if view else None,
-        "last_verified_at": _iso(view.last_verified_at) if view else None,
-        "last_verified_value": view.last_verified_value if view else None,
-        "caveat": view.caveat if view else None,
-        "action_allowed": view.action_allowed if view else None,
-    }
 
 
 class SearchHitSerializer(serializers.Serializer):

@@ -15,7 +15,6 @@ from rest_framework.response import Response
 from memory_admin.accounts.models import principal_of
 from memory_admin.accounts.permissions import IsAdminRoleOrComplianceReading
 from memory_admin.api import serializers as s
-from memory_admin.api.batch import assertion_of
 from memory_admin.api.derived import register_read
 from memory_admin.derived import caches
 from memory_admin.lib.pagination import OldestFirstCursorPagination
@@ -25,6 +24,7 @@ from memory_admin.memory.batch import OUTCOME_STATUS
 from memory_admin.memory.errors import NotFound
 from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord, RecordQuerySet
 from memory_admin.memory.shapes import payload_columns
+from memory_admin.shapes.items import assertion_of
 
 
 def _query(serializer_class: type[s.serializers.Serializer], request: Request) -> dict[str, Any]:

@@ -56,7 +56,7 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[misc]
 
 
 class ISODurationFieldType(OpenApiSerializerFieldExtension):  # type: ignore[misc]
-    target_class = "memory_admin.api.serializers.ISODurationField"
+    target_class = "memory_admin.shapes.fields.ISODurationField"
 
     def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, str]:
         return {"type": "string", "format": "duration", "example": "P1D"}

@@ -30,7 +30,7 @@ from django.http import HttpRequest
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 from rest_framework import exceptions
 
 from memory_admin.accounts.models import ApiToken, Principal
@@ -175,6 +175,13 @@ class _Server(MCPServer):
             raise
 
 
+class DerivedFrom(BaseModel):
+    """One fact another was worked out from, as `POST /records/`'s `derived_from` names it."""
+
+    memory_id: Annotated[str, Field(description="The memory_id you read")]
+    revision: Annotated[int, Field(description="The revision you read")]
+
+
 # A value as JSON gives it (declared, so strict function-calling clients know what to send): null is refused.
 JsonValue = str | int | float | bool | list[Any] | dict[str, Any]
 
@@ -195,6 +202,12 @@ def build_server() -> MCPServer:
         expected_revision: Annotated[
             int | None, Field(description="The revision you read; required to change an existing fact")
         ] = None,
+        derived_from: Annotated[
+            list[DerivedFrom] | None, Field(description="The facts this one was worked out from, each as read")
+        ] = None,
+        event_ids: Annotated[
+            list[str] | None, Field(description="Ids of the events (POST /events/) the value was taken from")
+        ] = None,
     ) -> CallToolResult:
         """Assert a fact. Answers the outcome (created, history, unchanged, disputed) and the revision. A fact
         that already has a value changes only with expected_revision = the revision you read: a mismatch is
@@ -211,6 +224,8 @@ def build_server() -> MCPServer:
             valid_from=valid_from,
             valid_to=valid_to,
             expected_revision=expected_revision,
+            derived_from=[base.model_dump() for base in derived_from] if derived_from is not None else None,
+            event_ids=event_ids,
         )
 
     @server.tool(annotations=READ)

@@ -21,18 +21,19 @@ from rest_framework import exceptions, serializers
 
 from deletion import service as deletion_service
 from memory_admin.accounts.models import Principal
-from memory_admin.api import serializers as s
-from memory_admin.api.derived import hit_payload, invalidation_payload
 from memory_admin.derived import caches, lineage, search
 from memory_admin.derived.lineage import BaseRef
 from memory_admin.lib.errors import DomainError
 from memory_admin.lib.parsers import check_storable
 from memory_admin.lib.throttling import READS, SEARCH, WRITES
 from memory_admin.memory import actions, reads, rechecks, validation
-from memory_admin.memory.actions import Assertion, Outcome
+from memory_admin.memory.actions import Outcome
 from memory_admin.memory.errors import NotFound
 from memory_admin.memory.models import Dispute, MemoryRecord
 from memory_admin.memory.shapes import record_payload
+from memory_admin.shapes import fields, records
+from memory_admin.shapes.derived import hit_payload, invalidation_payload
+from memory_admin.shapes.items import assertion_of
 
 # What `recall(..., session_id=...)` registers as loaded stays held (and notified) for this long.
 CONTEXT_HOLD = timedelta(hours=24)
@@ -81,37 +82,31 @@ def remember(
     valid_from: str | None = None,
     valid_to: str | None = None,
     expected_revision: int | None = None,
+    derived_from: list[dict[str, Any]] | None = None,
+    event_ids: list[str] | None = None,
 ) -> Answer:
+    """`POST /records/` with the record shape's flat source names: parsed by the same serializer and turned into
+    the same assertion (shapes.items.assertion_of: valid_from defaults to the time of the call)."""
+    source: dict[str, Any] = {"canonical_ref": source_ref, "revision": source_revision}
+    if event_ids is not None:
+        source["event_ids"] = event_ids
     data = _parse(
-        s.AssertFactSerializer,
+        records.AssertFactSerializer,
         {
             "project_id": project_id,
             "subject_id": subject_id,
             "predicate": predicate,
             "value": value,
-            # The API requires it; a model asserting what it was just told means "from now".
-            "valid_from": valid_from or timezone.now().isoformat(),
+            "valid_from": valid_from,
             "valid_to": valid_to,
-            "source": {"canonical_ref": source_ref, "revision": source_revision},
+            "source": source,
             "expected_revision": expected_revision,
+            "derived_from": derived_from,
         },
     )
-    result = actions.assert_fact(
-        principal,
-        Assertion(
-            project_id=data["project_id"],
-            subject_id=data["subject_id"],
-            predicate=data["predicate"],
-            value=data["value"],
-            valid_from=data["valid_from"],
-            valid_to=data.get("valid_to"),
-            source_canonical_ref=data["source"]["canonical_ref"],
-            source_revision=data["source"]["revision"],
-            expected_revision=data.get("expected_revision"),
-        ),
-    )
+    result = actions.assert_fact(principal, assertion_of(data))
     record = MemoryRecord.objects.with_public_relations().get(pk=result.record.pk)
-    payload: dict[str, Any] = dict(s.AssertResultSerializer((record, result)).data)
+    payload: dict[str, Any] = dict(records.AssertResultSerializer((record, result)).data)
     where = _key(project_id, subject_id, predicate)
     next_step = {
         Outcome.CREATED: f"Stored as the current value (revision {record.revision}). To change it later, pass "
@@ -175,12 +170,12 @@ def _fact(
         if cached is not None:
             return dict(cached)
         view = reads.fact_view(principal, *key)
-        answer = dict(s.FactSerializer(view, context={"key": key}).data)
+        answer = dict(records.FactSerializer(view, context={"key": key}).data)
         caches.remember_answer(principal.tenant_pk, *key, answer, view.record)
         return answer
     checked = rechecks.recheck_before_action(principal, *key, purpose=purpose, valid_at=valid_at, known_at=known_at)
     view = reads.fact_view(principal, *key, purpose=purpose, checked=checked, valid_at=valid_at, known_at=known_at)
-    return dict(s.FactSerializer(view, context={"key": key}).data)
+    return dict(records.FactSerializer(view, context={"key": key}).data)
 
 
 def recall(
@@ -193,7 +188,7 @@ def recall(
     session_id: str | None = None,
 ) -> Answer:
     query = _parse(
-        s.FactQuerySerializer,
+        records.FactQuerySerializer,
         {"project_id": project_id, "subject_id": subject_id, "predicate": predicate, "purpose": purpose},
     )
     key = (query["project_id"], query["subject_id"], query["predicate"])
@@ -216,7 +211,7 @@ def recall_as_of(
     if not valid_at and not known_at:
         raise exceptions.ValidationError({"valid_at": ["Give valid_at, known_at or both (use recall for now)."]})
     query = _parse(
-        s.FactQuerySerializer,
+        records.FactQuerySerializer,
         {
             "project_id": project_id,
             "subject_id": subject_id,
@@ -252,7 +247,7 @@ def history(
                 {"memory_id": ["Give memory_id, or project_id, subject_id and predicate."]}
             )
         query = _parse(
-            s.FactQuerySerializer, {"project_id": project_id, "subject_id": subject_id, "predicate": predicate}
+            records.FactQuerySerializer, {"project_id": project_id, "subject_id": subject_id, "predicate": predicate}
         )
         key = (query["project_id"], query["subject_id"], query["predicate"])
     chain = reads.history(principal, *key)
@@ -270,7 +265,7 @@ def history(
 
 
 class _SearchArgs(serializers.Serializer):
-    project_id = s.IdentifierField("project_id", required=False)
+    project_id = fields.IdentifierField("project_id", required=False)
     q = serializers.CharField(max_length=2000)
     k = serializers.IntegerField(min_value=1, max_value=100, default=10)
 
@@ -300,7 +295,7 @@ def list_conflicts(principal: Principal, *, project_id: str | None = None) -> An
     if project_id:
         validation.check_identifiers(project_id=project_id)
         disputes = disputes.filter(project__key=project_id)
-    results = [s.dispute_payload(d) for d in disputes[:LIST_LIMIT]]
+    results = [records.dispute_payload(d) for d in disputes[:LIST_LIMIT]]
     lines = [
         f"{d['id']}: {d['subject_id']}.{d['predicate']} in {d['project_id']}: "
         + " vs ".join(f"{_show(c['value'])} ({c['source']['canonical_ref']})" for c in d["candidates"])

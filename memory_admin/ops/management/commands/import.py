@@ -24,11 +24,11 @@ from tqdm import tqdm
 
 from memory_admin.accounts.models import Principal
 from memory_admin.accounts.tenancy import tenant_context
-from memory_admin.api.batch import ItemParser
 from memory_admin.lib.parsers import BadJSON, loads_guarded
 from memory_admin.memory.actions import Assertion
 from memory_admin.memory.batch import MAX_BATCH_ITEMS, ItemResult, assert_facts
 from memory_admin.memory.errors import DomainError, InvalidInput
+from memory_admin.shapes.items import ItemParser
 
 DEFAULT_BATCH_SIZE = 500
 

@@ -1,0 +1,80 @@
+"""Field types of the record shape: datetimes with an offset, identifiers, ISO 8601 durations."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+from django.utils.duration import duration_iso_string
+from rest_framework import serializers
+
+from memory_admin.memory import validation
+
+
+def iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment is not None else None
+
+
+class AwareDateTimeField(serializers.DateTimeField):
+    """An ISO 8601 datetime that must carry its offset (a naive one is refused, never guessed) and lie in
+    the range every door accepts (memory.validation): out of it, a stored row could not be read back."""
+
+    default_error_messages = {"naive": validation.AWARE_MESSAGE, "out_of_range": validation.RANGE_MESSAGE}
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault(
+            "help_text", "ISO 8601 with an offset or Z, from 1000-01-01T00:00:00Z up to 9000-01-01T00:00:00Z."
+        )
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, value: Any) -> datetime:
+        if isinstance(value, str):
+            try:
+                parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+            except ValueError:
+                self.fail("invalid", format="ISO 8601 with an offset")
+        elif isinstance(value, datetime):
+            parsed = value
+        else:
+            return super().to_internal_value(value)  # refuses dates and other types with DRF's message
+        if timezone.is_naive(parsed):
+            self.fail("naive")
+        if validation.datetime_problems(parsed):
+            self.fail("out_of_range")
+        return parsed
+
+
+class IdentifierField(serializers.CharField):
+    """A `project_id`, `subject_id` or `predicate`: the domain's character set and length
+    (memory.validation), published in the OpenAPI schema as a pattern with a help text."""
+
+    def __init__(self, kind: str, **kwargs: Any) -> None:
+        max_length = validation.IDENTIFIER_MAX_LENGTH[kind]
+        kwargs.setdefault("max_length", max_length)
+        kwargs.setdefault("help_text", validation.IDENTIFIER_HELP.format(max_length=max_length))
+        super().__init__(**kwargs)
+        self.validators.append(validation.IdentifierValidator())
+
+
+class ISODurationField(serializers.Field):
+    default_error_messages = {"invalid": "Give an ISO 8601 duration such as P1D or PT6H."}
+
+    def to_internal_value(self, data: Any) -> timedelta:
+        parsed = validation.parse_iso_duration(data)
+        if parsed is None or parsed <= timedelta(0):
+            self.fail("invalid")
+        if problems := validation.duration_problems(parsed):
+            raise serializers.ValidationError(problems)
+        return parsed  # type: ignore[return-value]
+
+    def to_representation(self, value: timedelta) -> str:
+        return duration_iso_string(value)
+
+
+class IsoDateTimeField(serializers.DateTimeField):
+    """A datetime rendered as Python's `isoformat()` (offset kept, never rewritten to Z), as every
+    payload of this API shows one."""
+
+    def to_representation(self, value: Any) -> str:
+        return value.isoformat()  # type: ignore[no-any-return]  # DRF renders None itself, without calling this
