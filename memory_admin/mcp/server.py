@@ -101,7 +101,7 @@ def _run(caller: Caller, name: str, arguments: dict[str, Any]) -> tools.Answer:
     try:
         principal, _ = caller.authenticate()
     except exceptions.AuthenticationFailed as exc:
-        return tools.Answer({"code": "authentication_failed", "detail": str(exc.detail)}, str(exc.detail), error=True)
+        return tools.refusal(exc, tool=name)
     body = tools.BODIES[name]
     # The HTTP door's token authentication has set the tenant for the request already (accounts/auth.py, restored
     # by the request's scope); set it here otherwise (stdio), or if it differs, and restore it after the call.
@@ -121,11 +121,7 @@ def _run(caller: Caller, name: str, arguments: dict[str, Any]) -> tools.Answer:
             except Exception as exc:
                 # The type only: a database error's message quotes the row it refused (README "What is logged").
                 log.error("MCP tool %s failed: %s", name, type(exc).__name__)
-                answer = tools.Answer(
-                    {"code": "internal_error", "detail": "The server failed to answer this call."},
-                    "The server failed to answer this call.",
-                    error=True,
-                )
+                answer = tools.failure(tool=name)
         try:
             _audit(principal, name, caller, answer)
         except Exception as exc:  # the answer stands; the failure is logged like any other (type only)
@@ -148,7 +144,7 @@ def _result(answer: tools.Answer) -> CallToolResult:
 async def _call(name: str, **arguments: Any) -> CallToolResult:
     caller = _caller.get()
     if caller is None:  # a transport that did not say who calls: refuse, never act as nobody
-        return _result(tools.Answer({"code": "not_authenticated", "detail": "No caller."}, "Not authenticated.", True))
+        return _result(tools.refusal(exceptions.NotAuthenticated("No caller."), tool=name))
     # thread_sensitive: under the WSGI bridge this is the request's own thread (its connection and tenant).
     answer = await sync_to_async(_run, thread_sensitive=True)(caller, name, arguments)
     return _result(answer)
@@ -175,6 +171,14 @@ class _Server(MCPServer):
             raise
 
 
+class SourceIn(BaseModel):
+    """Where a value comes from, as `POST /records/` nests it."""
+
+    canonical_ref: Annotated[str, Field(description="e.g. task-system:project-a/task-17")]
+    revision: Annotated[str, Field(description="The source's revision or version, e.g. r18")]
+    event_ids: Annotated[list[str] | None, Field(description="Ids of the events it was taken from")] = None
+
+
 class DerivedFrom(BaseModel):
     """One fact another was worked out from, as `POST /records/`'s `derived_from` names it."""
 
@@ -195,8 +199,16 @@ def build_server() -> MCPServer:
         subject_id: SubjectId,
         predicate: Predicate,
         value: Annotated[JsonValue, Field(description="The value: a string, number, boolean, array or object")],
-        source_ref: Annotated[str, Field(description="Where it comes from, e.g. task-system:project-a/task-17")],
-        source_revision: Annotated[str, Field(description="The source's revision or version, e.g. r18")],
+        source_ref: Annotated[
+            str | None, Field(description="Where it comes from, e.g. task-system:project-a/task-17")
+        ] = None,
+        source_revision: Annotated[str | None, Field(description="The source's revision or version, e.g. r18")] = None,
+        source: Annotated[
+            SourceIn | None,
+            Field(
+                description="The same source as POST /records/ nests it (give this or source_ref and source_revision)"
+            ),
+        ] = None,
         valid_from: Instant = None,
         valid_to: Instant = None,
         expected_revision: Annotated[
@@ -211,8 +223,8 @@ def build_server() -> MCPServer:
     ) -> CallToolResult:
         """Assert a fact. Answers the outcome (created, history, unchanged, disputed) and the revision. A fact
         that already has a value changes only with expected_revision = the revision you read: a mismatch is
-        refused (revision_conflict: read again, decide, retry), never silently overwritten. valid_from
-        defaults to now."""
+        refused (revision_conflict: read again, decide, retry), never silently overwritten. The source is
+        source_ref + source_revision, or source {canonical_ref, revision}. valid_from defaults to now."""
         return await _call(
             "remember",
             project_id=project_id,
@@ -221,6 +233,7 @@ def build_server() -> MCPServer:
             value=value,
             source_ref=source_ref,
             source_revision=source_revision,
+            source=source.model_dump(exclude_none=True) if source is not None else None,
             valid_from=valid_from,
             valid_to=valid_to,
             expected_revision=expected_revision,

@@ -77,19 +77,23 @@ def remember(
     subject_id: str,
     predicate: str,
     value: Any,
-    source_ref: str,
-    source_revision: str,
+    source_ref: str | None = None,
+    source_revision: str | None = None,
+    source: dict[str, Any] | None = None,
     valid_from: str | None = None,
     valid_to: str | None = None,
     expected_revision: int | None = None,
     derived_from: list[dict[str, Any]] | None = None,
     event_ids: list[str] | None = None,
 ) -> Answer:
-    """`POST /records/` with the record shape's flat source names: parsed by the same serializer and turned into
-    the same assertion (shapes.items.assertion_of: valid_from defaults to the time of the call)."""
-    source: dict[str, Any] = {"canonical_ref": source_ref, "revision": source_revision}
+    """`POST /records/`: the record shape parsed by the same serializer (the source nested or flat, one form) and
+    turned into the same assertion (shapes.items.assertion_of: valid_from defaults to the time of the call)."""
     if event_ids is not None:
-        source["event_ids"] = event_ids
+        if source is not None:
+            source = {**source, "event_ids": [*source.get("event_ids", []), *event_ids]}
+        elif source_ref is not None or source_revision is not None:
+            source = {"canonical_ref": source_ref, "revision": source_revision, "event_ids": event_ids}
+            source_ref = source_revision = None
     data = _parse(
         records.AssertFactSerializer,
         {
@@ -100,6 +104,8 @@ def remember(
             "valid_from": valid_from,
             "valid_to": valid_to,
             "source": source,
+            "source_ref": source_ref,
+            "source_revision": source_revision,
             "expected_revision": expected_revision,
             "derived_from": derived_from,
         },
@@ -412,6 +418,18 @@ _NEXT_STEP = {
     "rule refused it). A new fact, valid from now, from a new source and with a value that was not deleted, is "
     "accepted.",
     "not_found": "Nothing usable is recorded for what you asked.",
+    "forbidden": "Your role may not do this, and nothing changed. A person with the right role (an owner, an admin "
+    "or compliance staff) can do it in the dashboard.",
+    "dispute_open": "Sources disagree on this fact and an owner must resolve the dispute first; nothing was stored. "
+    "Call list_conflicts to see both values; do not retry until it is resolved.",
+    "invalid_state": "What you named is no longer in a state that allows this (detail says which). Read it again "
+    "before deciding what to do.",
+    "base_not_current": "A fact this work was derived from has changed since you read it. Call recall for its "
+    "current value and redo the work from that.",
+    "authentication_failed": "Check the bearer token: it may be mistyped, revoked or expired. An admin issues a new "
+    "one in the dashboard.",
+    "not_authenticated": "Send the bearer token an admin issued to you.",
+    "internal_error": "The server failed to answer. Whether a write took effect is unknown: read before you retry it.",
     "throttled": "Too many calls; wait retry_after seconds before calling again.",
     "invalid": "Fix the arguments named in errors and call again.",
 }
@@ -436,6 +454,11 @@ def invalid_arguments(error: ValidationError, tool: str) -> Answer:
     return refusal(exceptions.ValidationError(errors), tool=tool)
 
 
+def failure(*, tool: str) -> Answer:
+    """A call the server failed to answer (logged by type only): the product's shape, with what to do next."""
+    return _with_next_step({"code": "internal_error", "detail": "The server failed to answer this call."}, tool)
+
+
 def refusal(exc: Exception, *, tool: str = "") -> Answer:
     """A refused call as an answer: the API's error payload, plus what to do next (for `tool`'s case)."""
     if isinstance(exc, DomainError):
@@ -454,15 +477,24 @@ def refusal(exc: Exception, *, tool: str = "") -> Answer:
         payload = {"code": str(exc.default_code), "detail": str(exc.detail)}
     else:
         raise exc
+    return _with_next_step(payload, tool)
+
+
+def next_step_for(tool: str, code: str) -> str | None:
+    """What an agent should do after `tool` answered the error `code`: the tool's own case first, else the code's."""
+    return _TOOL_NEXT_STEP.get((tool, code)) or _NEXT_STEP.get(code)
+
+
+def _with_next_step(payload: dict[str, Any], tool: str) -> Answer:
     code = str(payload["code"])
-    summary = f"Refused ({code}): {payload['detail']}"
+    summary = f"{'Failed' if code == 'internal_error' else 'Refused'} ({code}): {payload['detail']}"
     if code == "recheck_required":
         summary = (
             f"DO NOT ACT. The last verified value is {_show(payload.get('last_verified_value'))} "
             f"(verified at {payload.get('last_verified_at') or 'never'}); it could not be confirmed now. "
             f"{payload['detail']}"
         )
-    next_step = _TOOL_NEXT_STEP.get((tool, code)) or _NEXT_STEP.get(code)
+    next_step = next_step_for(tool, code)
     if next_step:
         payload["next_step"] = next_step
         summary += f" Next: {next_step}"

@@ -51,22 +51,25 @@ def fact_body(
     predicate: str,
     value: Any,
     *,
-    source_ref: str,
-    source_revision: str,
+    source_ref: str | None = None,
+    source_revision: str | None = None,
+    source: Mapping[str, Any] | None = None,
     valid_from: datetime | str | None = None,
     valid_to: datetime | str | None = None,
     expected_revision: int | None = None,
     derived_from: Iterable[BaseRef] | None = None,
     event_ids: Iterable[str] | None = None,
 ) -> dict[str, Any]:
-    """The body of `POST /records/` (and of one batch item) in the API contract's shape. Without `valid_from`
-    the server takes the time of the request."""
+    """The body of `POST /records/` (and of one batch item) in the API contract's shape. The source is given once:
+    flat (`source_ref`, `source_revision`) or as the record shape nests it (`source={"canonical_ref": ...,
+    "revision": ..., "event_ids": [...]}`), so a line of an import file can be passed as it is
+    (`fact_body(**line)`). Without `valid_from` the server takes the time of the request."""
     body: dict[str, Any] = {
         "project_id": project_id,
         "subject_id": subject_id,
         "predicate": predicate,
         "value": value,
-        "source": {"canonical_ref": source_ref, "revision": source_revision},
+        "source": _source(source_ref, source_revision, source),
     }
     if valid_from is not None:
         body["valid_from"] = iso(valid_from)
@@ -77,8 +80,22 @@ def fact_body(
     if derived_from:
         body["derived_from"] = _refs(derived_from)
     if event_ids:
-        body["source"]["event_ids"] = list(event_ids)
+        body["source"]["event_ids"] = [*body["source"].get("event_ids", []), *event_ids]
     return body
+
+
+def _source(ref: str | None, revision: str | None, nested: Mapping[str, Any] | None) -> dict[str, Any]:
+    if nested is not None:
+        if ref is not None or revision is not None:
+            raise ValueError(
+                "Give the source once: source={canonical_ref, revision} or source_ref and source_revision."
+            )
+        return dict(nested)
+    if ref is None or revision is None:
+        raise ValueError(
+            "A fact needs its source: source_ref and source_revision (or source={canonical_ref, revision})."
+        )
+    return {"canonical_ref": ref, "revision": revision}
 
 
 def assert_facts(items: Iterable[Mapping[str, Any]], *, atomic: bool = False) -> Call[BatchResult]:

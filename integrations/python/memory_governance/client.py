@@ -103,8 +103,9 @@ class Client:
         predicate: str,
         value: Any,
         *,
-        source_ref: str,
-        source_revision: str,
+        source_ref: str | None = None,
+        source_revision: str | None = None,
+        source: Mapping[str, Any] | None = None,
         valid_from: datetime | str | None = None,
         valid_to: datetime | str | None = None,
         expected_revision: int | None = None,
@@ -113,8 +114,10 @@ class Client:
     ) -> AssertResult:
         """Assert a fact (`POST /records/`). `result["outcome"]` says what it did: created (201), history
         or unchanged (200), disputed (202). Without `valid_from` it holds from the time of the request (the
-        answer's `valid_from` says when). Refusals raise IssuerNotAuthorized, RevisionConflict,
-        ExpectedRevisionRequired, DisputeOpen, Tombstoned."""
+        answer's `valid_from` says when). The source is flat (`source_ref`, `source_revision`) or nested as in the
+        record shape (`source={"canonical_ref": ..., "revision": ...}`): a line of an import file can be passed as
+        `assert_fact(**line)`. Refusals raise IssuerNotAuthorized, RevisionConflict, ExpectedRevisionRequired,
+        DisputeOpen, Tombstoned."""
         return self.send(
             _calls.assert_fact(
                 project_id,
@@ -124,6 +127,7 @@ class Client:
                 valid_from=valid_from,
                 source_ref=source_ref,
                 source_revision=source_revision,
+                source=source,
                 valid_to=valid_to,
                 expected_revision=expected_revision,
                 derived_from=derived_from,
@@ -317,8 +321,9 @@ class AsyncClient:
         predicate: str,
         value: Any,
         *,
-        source_ref: str,
-        source_revision: str,
+        source_ref: str | None = None,
+        source_revision: str | None = None,
+        source: Mapping[str, Any] | None = None,
         valid_from: datetime | str | None = None,
         valid_to: datetime | str | None = None,
         expected_revision: int | None = None,
@@ -334,6 +339,7 @@ class AsyncClient:
                 valid_from=valid_from,
                 source_ref=source_ref,
                 source_revision=source_revision,
+                source=source,
                 valid_to=valid_to,
                 expected_revision=expected_revision,
                 derived_from=derived_from,
