@@ -445,3 +445,36 @@ def test_acknowledging_an_unknown_notice_says_where_the_ids_come_from(live_serve
     assert refused.is_error and data(refused)["code"] == "not_found"
     assert "pending_notices" in data(refused)["next_step"]
     assert "Nothing usable is recorded" not in summary(refused)
+
+
+def test_a_throttled_call_answers_the_products_shape_with_retry_after_as_data(live_server, agent, settings):
+    """Issue 31: the wait was only in prose. The result carries `retry_after` (whole seconds) and a next step, and
+    the HTTP answer a Retry-After header (the JSON-RPC result stays a 200: see README "MCP server")."""
+    rates = dict(settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"])
+    rates = {scope: "100000/min" for scope in rates} | {"writes": "1/min"}
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates}
+    token = issue_token(agent)
+
+    async def session() -> tuple[Any, Any]:
+        async with over_http(live_server.url, token) as client:
+            first = await client.call_tool("remember", REMEMBER)
+            second = await client.call_tool("remember", {**REMEMBER, "subject_id": "task-proposal-018"})
+            return first, second
+
+    first, second = run(session)
+    assert not first.is_error
+    assert second.is_error
+    answer = data(second)
+    assert answer["code"] == "throttled" and 1 <= answer["retry_after"] <= 60
+    assert "retry_after" in answer["next_step"] and "Next:" in summary(second)
+    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "remember", "arguments": REMEMBER}}
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+    response = httpx.post(f"{live_server.url}/mcp/", json=call, headers=headers, timeout=10)
+    assert response.status_code == 200, response.text
+    assert 1 <= int(response.headers["Retry-After"]) <= 60
+    assert response.json()["result"]["structuredContent"]["code"] == "throttled"

@@ -140,4 +140,7 @@ def mcp_endpoint(request: HttpRequest) -> HttpResponse:
     for name, value in headers:
         if name.lower() not in _SKIPPED_HEADERS:
             response[name] = value
+    retry_after = getattr(request, "mcp_retry_after", None)
+    if retry_after is not None:  # a throttled tool call: its result says retry_after, the header too
+        response["Retry-After"] = str(retry_after)
     return response

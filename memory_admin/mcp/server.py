@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
@@ -112,7 +113,11 @@ def _run(caller: Caller, name: str, arguments: dict[str, Any]) -> tools.Answer:
         wait = throttle_wait(caller.request, body.scope) if caller.request is not None else None
         if wait is not None:
             answer = tools.refusal(exceptions.Throttled(wait), tool=name)
-            answer.payload["retry_after"] = int(wait)
+            answer.payload["retry_after"] = math.ceil(wait)
+            # Over HTTP the answer is a JSON-RPC result in a 200 (a 429 would reach the SDK's caller as a bare
+            # "Server returned an error response", without retry_after); its Retry-After header says the same.
+            if caller.request is not None:
+                caller.request.mcp_retry_after = math.ceil(wait)  # type: ignore[attr-defined]
         else:
             try:
                 answer = body.fn(principal, **arguments)
