@@ -491,6 +491,9 @@ class FieldPolicy(models.Model):
     on_failure = models.CharField(max_length=20, choices=OnFailure.choices, default=OnFailure.ANSWER_WITH_CAVEAT)
     risk = models.CharField(max_length=4, choices=Risk.choices, default=Risk.LOW)
     retention_days = models.PositiveIntegerField(null=True, blank=True)
+    # An agent may expire a fact of this field that it asserted itself (not on a high-risk field); otherwise its
+    # expiry is a request an owner decides (ExpiryRequest).
+    agents_expire_own = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
@@ -623,3 +626,35 @@ class RecheckAttempt(models.Model):
     @property
     def verified(self) -> bool:
         return self.outcome in (self.Result.VERIFIED_UNCHANGED, self.Result.VERIFIED_CHANGED)
+
+
+class ExpiryRequest(PublicIdModel):
+    """An agent's ask that a record be expired (LangGraph's or LangMem's delete, `POST .../expiry-requests/`) when it
+    may not expire it itself: the record stays as it is until an owner approves (it then expires, kept as history)
+    or declines. The reason is memory content: a deletion of the record deletes the request with it (CASCADE)."""
+
+    public_prefix = "exq"
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Waiting for an owner"
+        APPROVED = "approved", "Approved: expired"
+        DECLINED = "declined", "Declined"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    record = models.ForeignKey(MemoryRecord, on_delete=models.CASCADE, related_name="expiry_requests")
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    reason = models.TextField()
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    created_at = models.DateTimeField(default=timezone.now)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    decision_reason = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            # An agent asking again for the same record finds its pending request, never a second one.
+            models.UniqueConstraint(fields=["record"], condition=Q(status="pending"), name="expiry_one_pending"),
+        ]
+        indexes = [models.Index(fields=["tenant", "status", "id"], name="expiry_request_queue")]
