@@ -122,6 +122,21 @@ def test_the_throwaway_tenants_leave_nothing_behind():
     assert not MemoryRecord.objects.filter(project__key__startswith="deadline-moved").exists()
 
 
+@pytest.mark.django_db
+def test_tomorrows_rule_recorded_before_todays_is_a_variant_and_passes():
+    """Case 3 in the order of arrival it once left out: tomorrow's rule announced before today's was entered
+    (today's then arrives as an older revision, and answers until tomorrow: rule 3)."""
+    result = run_suite(["this"], variants=DEFAULT_VARIANTS, seed=0, only=["rule-effective-tomorrow"])
+    arrivals = {c["name"]: c["description"]["arrival"] for c in result["cases"]}
+    reversed_order = {name for name, arrival in arrivals.items() if arrival == "tomorrow → today"}
+    assert reversed_order and "today → tomorrow" in arrivals.values()
+    (this,) = result["targets"]
+    assert this["perfect"], {k: c["failing"] for k, c in this["counts"].items() if c["failing"]}
+    probes = [p for p in this["probes"] if p["case"] in reversed_order]
+    assert {p["probe"] for p in probes} >= {"limit-today", "approve-today-under-todays-limit", "limit-from-tomorrow"}
+    assert all(not p["error"] and not p["stopped"] for p in probes)
+
+
 # --- The suite can fail ------------------------------------------------------------------------
 
 
@@ -137,6 +152,7 @@ def test_an_adapter_that_ignores_valid_time_is_caught_by_name():
     assert failing(broken, "valid_kept") == {
         "rule-effective-tomorrow/limit-today",
         "rule-effective-tomorrow/approve-today-under-todays-limit",
+        "rule-effective-tomorrow/limit-last-month",
         "deadline-moved/deadline-valid-on-oct-21",
         "revoked-send-permission/permission-on-oct-20",
     }

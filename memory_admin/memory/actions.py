@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from memory_admin.accounts.models import Principal, Tenant
@@ -374,7 +375,9 @@ def assert_fact(
     1. invalid input → InvalidInput (400);
     2. issuer not authorized for the field → IssuerNotAuthorized (403), nothing stored;
     3. same source with an older revision than the current belief, or a source the field's
-       canonical source outranks → stored as history, never current (HISTORY);
+       canonical source outranks → stored as history (HISTORY) where a believed record covers its valid
+       time; where nothing does (its valid_from before any of them), it answers there: its validity is cut
+       where the first of them takes over (CREATED while that stretch has not ended, else HISTORY);
     4. same value, source and source revision as the current belief → nothing stored (UNCHANGED);
     5. an equal-rank source that disagrees and cannot be ordered → both kept as disputed (DISPUTED);
     6. otherwise the new value becomes the current belief, by compare-and-swap on
@@ -504,6 +507,7 @@ class Step(enum.StrEnum):
 
     FIRST = "first"  # the fact has no current record: the value becomes its belief (CREATED)
     HISTORY = "history"  # step 3: stored as history (HISTORY)
+    UNCOVERED = "uncovered"  # step 3, but nothing believed covers its start: it answers there (see _apply_uncovered)
     UNCHANGED = "unchanged"  # step 4, or a repeat of a disputed candidate (UNCHANGED)
     DISPUTE = "dispute"  # step 5: both kept, a dispute opened (DISPUTED)
     SUPERSEDE = "supersede"  # step 6: compare-and-swap succeeded, the value becomes the belief (CREATED)
@@ -513,7 +517,7 @@ class Step(enum.StrEnum):
 class Decision:
     step: Step
     reason: str = ""  # HISTORY: why it is not current
-    record: MemoryRecord | None = None  # UNCHANGED: the record it repeats
+    record: MemoryRecord | None = None  # UNCHANGED: the record it repeats; UNCOVERED: the one taking over (if any)
     dispute: Dispute | None = None  # UNCHANGED: the open dispute whose candidate it repeats
 
 
@@ -562,7 +566,7 @@ def decide(w: _Write) -> Decision:
             if not outranked
             else f"The current value comes from the field's canonical source ({head.source_canonical_ref})."
         )
-        return Decision(Step.HISTORY, reason=reason)
+        return _history_or_uncovered(w, reason)
 
     # Step 4: an idempotent repeat.
     if _same_assertion(head, a):
@@ -585,6 +589,60 @@ def decide(w: _Write) -> Decision:
             current=head,
         )
     return Decision(Step.SUPERSEDE)
+
+
+def _history_or_uncovered(w: _Write, reason: str) -> Decision:
+    """Step 3's outcome: revisions are compared only where their valid times overlap (rule 3). The assertion ranks
+    below the head, so every record the fact already answers with (believed once: `entered_current`, live, a
+    non-empty validity as stored now) covers its valid time before it. If one covers the assertion's valid_from,
+    it is history (HISTORY, as ever); else it answers from its valid_from until the first of them takes over
+    (UNCOVERED, `record` the one taking over, none when its own validity ends first). One interval per record:
+    valid time after that record's, which nothing covers again, is not claimed (as a supersession's cut)."""
+    a = w.assertion
+    first = (
+        MemoryRecord.objects.for_fact(w.project, a.subject_id, a.predicate)
+        .filter(entered_current=True)
+        .filter(Q(valid_to__isnull=True) | (Q(valid_to__gt=a.valid_from) & Q(valid_to__gt=F("valid_from"))))
+        .order_by("valid_from", "-revision")
+        .only("pk", "memory_id", "revision", "valid_from", "valid_to", "tenant_id", "project_id")
+        .first()
+    )
+    if first is not None and first.valid_from <= a.valid_from:
+        return Decision(Step.HISTORY, reason=reason)
+    if first is not None and a.valid_to is not None and a.valid_to <= first.valid_from:
+        first = None  # its own validity ends before the next one's starts: nothing to cut
+    return Decision(Step.UNCOVERED, reason=reason, record=first)
+
+
+def _apply_uncovered(w: _Write, decision: Decision) -> AssertResult:
+    """A late assertion that answers for the valid time nothing believed covers: believed from now
+    (`entered_current`), its validity cut where `decision.record` takes over (`valid_to_recorded_at` now, so an
+    as-of before now never sees it, and one after sees the cut; `asserted_valid_to` keeps what was asserted).
+    Stored as a supersession's cut leaves today's record before a scheduled successor, so every read, the cache's
+    lifetime, search and the hand-over (settle_valid_time_transitions) treat it alike. The head stays the head: a
+    writer still compares against the highest revision, which it may not have seen."""
+    successor, now = decision.record, w.now
+    fields: dict[str, Any] = {"entered_current": True, "status": Status.ACCEPTED}
+    valid_to = w.assertion.valid_to
+    if successor is not None:
+        valid_to = successor.valid_from
+        fields.update(valid_to=valid_to, valid_to_recorded_at=now, superseded_by=successor)
+    if valid_to is not None and valid_to <= now:
+        # Its whole stretch is past: it answers as of then, and is history now.
+        if successor is not None:
+            fields.update(status=Status.SUPERSEDED, recorded_to=now)
+        else:
+            fields["status"] = Status.EXPIRED
+        fields["status_reason"] = f"{decision.reason} It answers only before {valid_to.isoformat()}."
+    record = _new_record(w, **fields)
+    outcome = Outcome.CREATED if record.status == Status.ACCEPTED else Outcome.HISTORY
+    reason = decision.reason + (
+        f" Nothing newer covers its valid time before {valid_to.isoformat()}; it answers until then."
+        if valid_to is not None
+        else " Nothing newer covers its valid time; it answers for it."
+    )
+    _audit_events(w, [_assert_event(w.principal, record, outcome, reason)])
+    return AssertResult(outcome, record)
 
 
 def _apply_first(w: _Write, decision: Decision) -> AssertResult:
@@ -711,6 +769,7 @@ def _supersede_in_one_update(w: _Write, head: MemoryRecord) -> MemoryRecord:
 _APPLY: dict[Step, Callable[[_Write, Decision], AssertResult]] = {
     Step.FIRST: _apply_first,
     Step.HISTORY: _apply_history,
+    Step.UNCOVERED: _apply_uncovered,
     Step.UNCHANGED: _apply_unchanged,
     Step.DISPUTE: _apply_dispute,
     Step.SUPERSEDE: _apply_supersede,
@@ -752,6 +811,17 @@ def _audit_assert(
 def _require_curator(principal: Principal) -> None:
     if not principal.can_curate:
         raise Forbidden("Only owners and admins may exclude, expire or resolve records.")
+
+
+def may_expire(principal: Principal, record: MemoryRecord) -> bool:
+    """Whether the principal may expire the record itself: an owner or admin always; an agent when it asserted the
+    record and the field's policy lets agents expire their own facts, on a field that is not high-risk."""
+    if principal.can_curate:
+        return True
+    if not principal.has_role("agent") or record.issuer_id != principal.pk:
+        return False
+    policy = policy_for(record.tenant_id, record.project.key, record.predicate)
+    return policy is not None and policy.agents_expire_own and policy.risk != FieldPolicy.Risk.HIGH
 
 
 def _require_reason(reason: str) -> str:
@@ -813,13 +883,21 @@ def expire_record(
     valid_to: datetime | None = None,
     now: datetime | None = None,
 ) -> MemoryRecord:
-    """End the record's validity (now, or at `valid_to`) and keep it as history (rule 2b)."""
-    _require_curator(principal)
+    """End the record's validity (now, or at `valid_to`) and keep it as history (rule 2b). Owners and admins may;
+    an agent only where the field's policy lets agents expire their own facts (`may_expire`)."""
+    if not principal.can_curate and not principal.has_role("agent"):
+        _require_curator(principal)
     reason = _require_reason(reason)
     validation.check_datetimes(valid_to=valid_to)
     now = now or timezone.now()
     with transaction.atomic():
         record = get_record(principal, memory_id, for_update=True)
+        if not may_expire(principal, record):
+            raise Forbidden(
+                "Only owners and admins may expire this record, or an agent that asserted it where the field's "
+                f"policy lets agents expire their own facts. File POST /api/v1/records/{memory_id}/expiry-requests/ "
+                "for an owner to decide."
+            )
         if not record.expirable:
             raise InvalidState(f"Only an accepted record can expire; this one is {record.status}.")
         end = max(record.valid_from, valid_to or now)
