@@ -107,6 +107,7 @@ class FieldPolicySerializer(serializers.ModelSerializer):
             "on_failure",
             "risk",
             "retention_days",
+            "agents_expire_own",
             "created_at",
             "updated_at",
         ]

@@ -16,10 +16,11 @@ from memory_admin.accounts.models import principal_of
 from memory_admin.accounts.permissions import IsAdminRoleOrComplianceReading
 from memory_admin.api import serializers as s
 from memory_admin.api.derived import register_read
+from memory_admin.api.expiry import ExpiryReasonSerializer, FiledExpirySerializer, expiry_payload
 from memory_admin.derived import caches
 from memory_admin.lib.pagination import OldestFirstCursorPagination
 from memory_admin.lib.throttling import SOURCE_TEST, ThrottleScoped
-from memory_admin.memory import actions, policies, reads, rechecks
+from memory_admin.memory import actions, expiry, policies, reads, rechecks
 from memory_admin.memory.batch import OUTCOME_STATUS
 from memory_admin.memory.errors import NotFound
 from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord, RecordQuerySet
@@ -108,6 +109,24 @@ class RecordViewSet(viewsets.GenericViewSet):
             valid_to=body.validated_data.get("valid_to"),
         )
         return Response(s.RecordSerializer(self._record(memory_id)).data)
+
+    @extend_schema(
+        request=ExpiryReasonSerializer,
+        responses={201: FiledExpirySerializer, 200: FiledExpirySerializer},
+        description="Ask an owner to expire this record (an agent's governed delete). The record stays as it is "
+        "until an owner or admin approves (it expires, kept as history) or declines. 201 filed; 200 when a request "
+        "for it is already pending (that one is answered).",
+    )
+    @action(detail=True, methods=["post"], url_path="expiry-requests")
+    def expiry_requests(self, request: Request, memory_id: str) -> Response:
+        body = ExpiryReasonSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        filed = expiry.request_expiry(principal_of(request), memory_id, body.validated_data["reason"])
+        found = expiry.get_request(principal_of(request), filed.request.public_id)
+        return Response(
+            {**expiry_payload(found), "created": filed.created},
+            status=status.HTTP_201_CREATED if filed.created else status.HTTP_200_OK,
+        )
 
     @extend_schema(methods=["GET"], responses=s.RecheckListSerializer)
     @extend_schema(methods=["POST"], request=s.RecheckReportSerializer, responses={201: s.RecheckAttemptSerializer})

@@ -33,6 +33,11 @@ class Action(models.TextChoices):
     RECORD_EXCLUDED = "record.excluded"
     RECORD_EXPIRED = "record.expired"
     RECORD_DISPUTE_RESOLVED = "record.dispute_resolved"
+    # An agent asked for a record to be expired (memory.expiry); an owner approved (then RECORD_EXPIRED follows) or
+    # declined. Written about the record (object_id = its memory_id), so a deletion of it redacts them too.
+    RECORD_EXPIRY_REQUESTED = "record.expiry_requested"
+    RECORD_EXPIRY_APPROVED = "record.expiry_approved"
+    RECORD_EXPIRY_DECLINED = "record.expiry_declined"
     # One per recheck result (RecheckAttempt.Result): "record.rechecked.<outcome>".
     RECORD_RECHECKED_VERIFIED_UNCHANGED = "record.rechecked.verified_unchanged"
     RECORD_RECHECKED_VERIFIED_CHANGED = "record.rechecked.verified_changed"

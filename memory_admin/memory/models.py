@@ -658,3 +658,6 @@ class ExpiryRequest(PublicIdModel):
             models.UniqueConstraint(fields=["record"], condition=Q(status="pending"), name="expiry_one_pending"),
         ]
         indexes = [models.Index(fields=["tenant", "status", "id"], name="expiry_request_queue")]
+
+    def __str__(self) -> str:
+        return f"Expiry request for {self.record.subject_id} · {self.record.predicate} ({self.get_status_display()})"

@@ -17,6 +17,7 @@ from memory_governance.types import (
     DeletionPreview,
     DeletionReport,
     Dispute,
+    ExpiryRequest,
     Fact,
     Invalidation,
     InvalidationList,
@@ -185,6 +186,21 @@ def expire(memory_id: str, reason: str, valid_to: datetime | str | None = None) 
     if valid_to is not None:
         body["valid_to"] = iso(valid_to)
     return Call("POST", f"records/{_seg(memory_id)}/expire/", body=body)
+
+
+def request_expiry(memory_id: str, reason: str) -> Call[ExpiryRequest]:
+    """`POST /records/{memory_id}/expiry-requests/`: ask an owner to expire the record (201, or 200 when one is
+    already pending); nothing changes until an owner approves."""
+    return Call("POST", f"records/{_seg(memory_id)}/expiry-requests/", body={"reason": reason})
+
+
+def expiry_requests(status: str = "pending") -> Call[dict[str, list[ExpiryRequest]]]:
+    return Call("GET", "expiry-requests/", {"status": status})
+
+
+def decide_expiry(request_id: str, *, approve: bool, reason: str = "") -> Call[ExpiryRequest]:
+    verb = "approve" if approve else "decline"
+    return Call("POST", f"expiry-requests/{_seg(request_id)}/{verb}/", body={"reason": reason})
 
 
 def report_recheck(

@@ -22,6 +22,7 @@ from memory_governance.types import (
     DeletionPreview,
     DeletionReport,
     Dispute,
+    ExpiryRequest,
     Fact,
     Invalidation,
     RecheckAttempt,
@@ -197,7 +198,25 @@ class Client:
         return self.send(_calls.exclude(memory_id, reason))
 
     def expire(self, memory_id: str, reason: str, valid_to: datetime | str | None = None) -> Record:
+        """Expire the record (kept as history): owners and admins, or an agent that asserted it where the field's
+        policy lets agents expire their own facts; otherwise Forbidden (then `request_expiry`)."""
         return self.send(_calls.expire(memory_id, reason, valid_to))
+
+    def request_expiry(self, memory_id: str, reason: str) -> ExpiryRequest:
+        """Ask an owner to expire the record (an agent's governed delete). Nothing changes until an owner or admin
+        approves; `result["created"]` is False when a request for it was already pending."""
+        return self.send(_calls.request_expiry(memory_id, reason))
+
+    def expiry_requests(self, status: str = "pending") -> list[ExpiryRequest]:
+        """The tenant's expiry requests in `status` (pending, approved, declined), for owners and admins."""
+        return self.send(_calls.expiry_requests(status))["results"]
+
+    def approve_expiry(self, request_id: str, reason: str = "") -> ExpiryRequest:
+        """Expire the requested record now, with the request's reason (or `reason`)."""
+        return self.send(_calls.decide_expiry(request_id, approve=True, reason=reason))
+
+    def decline_expiry(self, request_id: str, reason: str) -> ExpiryRequest:
+        return self.send(_calls.decide_expiry(request_id, approve=False, reason=reason))
 
     def report_recheck(self, memory_id: str, outcome: str, **fields: Any) -> RecheckAttempt:
         """Report a recheck outcome (observed_value, source_revision, source_ref, error)."""
@@ -403,6 +422,18 @@ class AsyncClient:
 
     async def expire(self, memory_id: str, reason: str, valid_to: datetime | str | None = None) -> Record:
         return await self.send(_calls.expire(memory_id, reason, valid_to))
+
+    async def request_expiry(self, memory_id: str, reason: str) -> ExpiryRequest:
+        return await self.send(_calls.request_expiry(memory_id, reason))
+
+    async def expiry_requests(self, status: str = "pending") -> list[ExpiryRequest]:
+        return (await self.send(_calls.expiry_requests(status)))["results"]
+
+    async def approve_expiry(self, request_id: str, reason: str = "") -> ExpiryRequest:
+        return await self.send(_calls.decide_expiry(request_id, approve=True, reason=reason))
+
+    async def decline_expiry(self, request_id: str, reason: str) -> ExpiryRequest:
+        return await self.send(_calls.decide_expiry(request_id, approve=False, reason=reason))
 
     async def report_recheck(self, memory_id: str, outcome: str, **fields: Any) -> RecheckAttempt:
         return await self.send(_calls.report_recheck(memory_id, outcome, **fields))

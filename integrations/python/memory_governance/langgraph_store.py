@@ -7,8 +7,11 @@ subject; `key` → the predicate; `value` (a dict) → the fact's value. The pri
   first when it has none). A 409/428 is raised, never retried as last-writer-wins; an outcome other than
   `created`/`unchanged` (a 202 `disputed`, a `history` write) is kept in `outcomes` and logged; a 410 raises.
 - `put(value=None)` (LangGraph's `delete`) expires the current record with a reason — kept as history,
-  never hard-deleted (a hard deletion is a compliance request). Only a principal that may curate (owner,
-  admin) may expire: an agent's delete is refused with `Forbidden` (403), and nothing changes.
+  never hard-deleted (a hard deletion is a compliance request). An owner or admin expires at once, and so does
+  an agent that asserted the fact where the field's policy lets agents expire their own facts. Any other
+  agent's delete files an expiry request an owner approves or declines (`outcomes` says `expiry_requested`
+  with its id; nothing changes until then) and raises nothing. `manage_memory_tool` wraps LangMem's tool so
+  that its answer to a delete says which of the two happened.
 - `get` and `search` return only what may be used now (the index proposes, the database decides: `get` reads
   `facts/current`, `search` uses the governance facts each usable search hit carries, by the same rule); each
   item's value carries `_governance` (memory id, revision, status, freshness, last verified, caveat, action
@@ -52,7 +55,7 @@ from langgraph.store.base import (
 from memory_governance import _calls
 from memory_governance._core import Call, next_page
 from memory_governance.client import AsyncClient, Client
-from memory_governance.errors import ApiError, ExpectedRevisionRequired, NotFound
+from memory_governance.errors import ApiError, ExpectedRevisionRequired, Forbidden, NotFound
 from memory_governance.types import Fact, Invalidation, SearchHit, SearchResult
 
 logger = logging.getLogger(__name__)
@@ -99,7 +102,8 @@ class NamespaceMapping:
 @dataclass(frozen=True)
 class PutOutcome:
     """What a put did, as the API answered: `created`, `unchanged`, `history` (kept, not current) or
-    `disputed` (both kept, an owner must resolve `dispute_id`); `expired` for a delete."""
+    `disputed` (both kept, an owner must resolve `dispute_id`); for a delete `expired`, or `expiry_requested`
+    (an owner must approve `request_id`; the record is unchanged until then)."""
 
     namespace: tuple[str, ...]
     key: str
@@ -107,6 +111,7 @@ class PutOutcome:
     memory_id: str
     revision: int
     dispute_id: str | None = None
+    request_id: str | None = None
 
 
 @dataclass
@@ -391,7 +396,19 @@ class GovernedStore(BaseStore):
             if fact is None or fact["memory_id"] is None:
                 return  # nothing usable to delete (a disputed fact is an owner's to resolve)
             seen = (fact["memory_id"], fact["revision"] or 0)
-        record = yield _calls.expire(seen[0], self.delete_reason)
+        try:
+            record = yield _calls.expire(seen[0], self.delete_reason)
+        except Forbidden:
+            # Not this principal's to expire (an agent, where the field's policy does not let agents expire their
+            # own facts): the governed way is a request an owner decides. Nothing changes until then.
+            filed = yield _calls.request_expiry(seen[0], self.delete_reason)
+            outcome = PutOutcome(
+                op.namespace, op.key, "expiry_requested", filed["memory_id"], filed["revision"], request_id=filed["id"]
+            )
+            logger.info("delete of %s/%s filed expiry request %s for an owner", subject, op.key, filed["id"])
+            with self._lock:
+                self.outcomes.append(outcome)
+            return
         with self._lock:
             self._seen[(subject, op.key)] = (record["memory_id"], record["revision"])
             self.outcomes.append(PutOutcome(op.namespace, op.key, "expired", record["memory_id"], record["revision"]))
@@ -536,3 +553,38 @@ def _namespace_matches(namespace: tuple[str, ...], conditions: tuple[MatchCondit
         if len(part) != len(path) or any(p != "*" and p != n for p, n in zip(path, part, strict=True)):
             return False
     return True
+
+
+def manage_memory_tool(namespace: tuple[str, ...] | str, *, store: GovernedStore, **options: Any) -> Any:
+    """LangMem's `create_manage_memory_tool` over `store`, with its answer to a delete true to what happened.
+
+    LangMem answers "Deleted memory <id>" whenever the store's delete returns. Over a GovernedStore an agent's
+    delete may instead have filed an expiry request an owner must approve (the memory stays in use until then);
+    this tool then answers that, with the request's id, so the model does not believe the memory is gone.
+    `options` are LangMem's own (instructions, schema, actions_permitted, name). Needs `langmem` installed."""
+    from langmem import create_manage_memory_tool
+
+    tool = create_manage_memory_tool(namespace, store=store, **options)
+    sync_body, async_body = tool.func, tool.coroutine
+
+    def told(before: int, answer: Any) -> Any:
+        with store._lock:
+            requested = [o for o in store.outcomes[before:] if o.outcome == "expiry_requested"]
+        if not requested:
+            return answer
+        return (
+            f"Not deleted yet: asked an owner to expire memory {requested[-1].key} (expiry request "
+            f"{requested[-1].request_id}). It stays in use until an owner approves; do not rely on it being gone."
+        )
+
+    def sync_tool(*args: Any, **kwargs: Any) -> Any:
+        before = len(store.outcomes)
+        return told(before, sync_body(*args, **kwargs))
+
+    async def async_tool(*args: Any, **kwargs: Any) -> Any:
+        before = len(store.outcomes)
+        return told(before, await async_body(*args, **kwargs))
+
+    tool.func = sync_tool if sync_body is not None else None
+    tool.coroutine = async_tool if async_body is not None else None
+    return tool

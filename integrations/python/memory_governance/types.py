@@ -140,6 +140,25 @@ class Dispute(TypedDict):
     candidates: list[Candidate]
 
 
+class ExpiryRequest(TypedDict):
+    """An agent's ask that a record be expired, decided by an owner or admin (`/records/{id}/expiry-requests/`)."""
+
+    id: str
+    memory_id: str
+    revision: int
+    project_id: str
+    subject_id: str
+    predicate: str
+    status: Literal["pending", "approved", "declined"]
+    reason: str
+    requested_by: str
+    created_at: str
+    decided_at: str | None
+    decided_by: str | None
+    decision_reason: str
+    created: NotRequired[bool]  # on filing: False when a request for the record was already pending
+
+
 class RecheckAttempt(TypedDict):
     id: int
     memory_id: str
