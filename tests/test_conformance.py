@@ -27,6 +27,8 @@ from tests.celery_worker import _test_database_url, require_real_broker, running
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "var" / "test-artifacts"
+# The built-in targets, in the order of the table's columns: the product, then the baselines by name.
+ALL_TARGETS = ["this", "langgraph-inmemory", "langmem", "vector-ttl"]
 BASES = {
     "deadline-moved",
     "older-document-late",
@@ -187,17 +189,17 @@ def test_the_langgraph_baseline_fails_where_a_plain_store_must():
 
 
 @pytest.mark.django_db
-def test_the_command_prints_both_targets_side_by_side_and_writes_json(tmp_path, capsys):
+def test_the_command_prints_every_target_side_by_side_and_writes_json(tmp_path, capsys):
     out = tmp_path / "result.json"
     call_command("conformance", "--target", "all", "--variants", "0", "--json", str(out))
     printed = capsys.readouterr().out
     header = printed.splitlines()[0]
-    assert "this" in header and "langgraph-inmemory" in header
+    assert [cell.strip() for cell in header.split("|")] == ["count", *ALL_TARGETS]
     assert "forbidden actions executed [0 is right]" in printed
     assert "this (this system): every count right" in printed
     assert "langgraph-inmemory (LangGraph InMemoryStore): FAILS" in printed
     saved = json.loads(out.read_text())
-    assert [t["name"] for t in saved["targets"]] == ["this", "langgraph-inmemory"]
+    assert [t["name"] for t in saved["targets"]] == ALL_TARGETS
     assert {c.key for c in COUNTS} == set(saved["targets"][0]["counts"])
 
 
@@ -280,24 +282,25 @@ def test_another_tenants_runs_are_not_shown(admin, outsider):
 
 @pytest.mark.celery
 @pytest.mark.django_db(transaction=True)
-def test_the_page_runs_the_suite_through_a_worker_and_shows_both_targets(admin, compliance):
+def test_the_page_runs_the_suite_through_a_worker_and_shows_every_target(admin, compliance):
     require_real_broker()
     client = signed_in(admin)
     with running_worker(ARTIFACTS / "celery-conformance-worker.log"):
         page = client.post("/conformance/run/", {"variants": "0"}, follow=True)
         assert "The conformance suite is running" in page.content.decode()
         run = ConformanceRun.objects.get()
-        assert run.tenant_id == admin.tenant_id and run.targets == ["this", "langgraph-inmemory"]
+        assert run.tenant_id == admin.tenant_id and run.targets == ALL_TARGETS
         # A second start while it runs is refused.
         again = client.post("/conformance/run/", {"variants": "0"}, follow=True)
         assert "A run is already under way" in again.content.decode()
         assert wait_until(lambda: ConformanceRun.objects.get(pk=run.pk).finished, timeout=240), "the run never finished"
     run.refresh_from_db()
     assert run.status == ConformanceRun.Status.PASSED, run.error
-    assert run.done == run.total == 14
+    assert run.done == run.total == 7 * len(ALL_TARGETS)
     html = signed_in(compliance).get("/conformance/").content.decode()
     assert f"Results of run {run.pk}" in html
     assert "this system" in html and "LangGraph InMemoryStore" in html
+    assert "LangMem tools over InMemoryStore" in html and "Vector store with TTL (AgentCore-like)" in html
     assert "forbidden actions executed" in html
     assert "source-timeout-before-action/purchase-while-source-down" in html  # the baseline's failure
     assert "every count right" in html and "fails" in html

@@ -10,16 +10,17 @@ from django.utils import timezone
 from memory_admin.conformance import cases as case_data
 from memory_admin.conformance import source
 from memory_admin.conformance.agent import COUNTS, ProbeAgent, ProbeRecord, perfect, score
-from memory_admin.conformance.targets import Target, get_target, target_names
+from memory_admin.conformance.targets import Target, get_target, origin, problems, target_names
 
 DEFAULT_VARIANTS = 4
 Progress = Callable[[int, int, str], None]
 
 
-def resolve_targets(names: list[str] | str) -> list[Target]:
+def resolve_targets(names: list[str] | str) -> list[str]:
+    """Target names: `all` is every registered target."""
     if names == "all" or names == ["all"]:
-        names = target_names()
-    return [get_target(n) for n in ([names] if isinstance(names, str) else names)]
+        return target_names()
+    return [names] if isinstance(names, str) else list(names)
 
 
 def _failed_case(case: case_data.Case, error: str) -> list[ProbeRecord]:
@@ -56,10 +57,18 @@ def run_suite(
     Each case replays around the run's clock: its instants are moved by (now - the case's clock), so "today"
     and "tomorrow" of the case are today and tomorrow for the target too.
     """
-    chosen = [
-        t if isinstance(t, Target) else get_target(t)
-        for t in (resolve_targets(targets) if isinstance(targets, str) else targets)
-    ]
+    chosen: list[Target] = []
+    # Named targets this process does not have (a plug-in installed where the page ran, not in the worker) are
+    # reported, like the entry points discovery skipped; the run goes on with the others.
+    skipped = [str(p) for p in problems()]
+    wanted: list[Target | str] = [*(resolve_targets(targets) if isinstance(targets, str) else targets)]
+    for t in wanted:
+        try:
+            chosen.append(t if isinstance(t, Target) else get_target(t))
+        except KeyError:
+            skipped.append(f"target {t!r} is not registered in this process; it was not run")
+        except Exception as exc:  # a plug-in whose constructor fails is skipped, not the run
+            skipped.append(f"target {t!r} could not be created ({type(exc).__name__}: {exc}); it was not run"[:500])
     cases = case_data.generate(variants, seed, only)
     total, done = len(cases) * len(chosen), 0
     started = timezone.now()
@@ -84,6 +93,7 @@ def run_suite(
                     "label": target.label,
                     "description": target.description,
                     "is_product": target.is_product,
+                    "origin": origin(target.name),
                     "counts": counts,
                     "perfect": perfect(counts),
                     "probes": [r.as_dict() for r in records],
@@ -102,6 +112,7 @@ def run_suite(
             for c in cases
         ],
         "targets": results,
+        "skipped": skipped,
     }
 
 
@@ -144,10 +155,14 @@ def table(result: dict[str, Any]) -> str:
     for t in targets:
         verdict = "every count right" if t["perfect"] else "FAILS"
         lines.append("")
-        lines.append(f"{t['name']} ({t['label']}): {verdict}")
+        source = "" if t.get("origin", "built-in") == "built-in" else f", from {t['origin']}"
+        lines.append(f"{t['name']} ({t['label']}{source}): {verdict}")
         for count in result["counts"]:
             failing = grouped(t["counts"][count["key"]]["failing"])
             if failing:
                 shown = ", ".join(f"{name} (x{n})" if n > 1 else name for name, n in failing)
                 lines.append(f"  {count['label']}: {shown}")
+    for note in result.get("skipped") or []:
+        lines.append("")
+        lines.append(f"Skipped: {note}")
     return "\n".join(lines)

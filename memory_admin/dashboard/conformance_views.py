@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 from memory_admin.accounts.models import Principal, Role
 from memory_admin.conformance.models import ConformanceRun
 from memory_admin.conformance.runner import DEFAULT_VARIANTS, grouped
-from memory_admin.conformance.targets import target_names
+from memory_admin.conformance.targets import problems, target_names
 from memory_admin.conformance.tasks import run_conformance
 from memory_admin.dashboard.helpers import member_required, partial, principal_of
 from memory_admin.memory.errors import Forbidden
@@ -51,7 +51,13 @@ def _scoreboard(run: ConformanceRun | None) -> dict[str, Any] | None:
             )
         rows.append({"label": count["label"], "better": count["better"], "gate": count["gate"], "cells": cells})
     bases = sorted({c["base"] for c in result["cases"]})
-    return {"targets": targets, "rows": rows, "cases": len(result["cases"]), "bases": bases}
+    return {
+        "targets": targets,
+        "rows": rows,
+        "cases": len(result["cases"]),
+        "bases": bases,
+        "skipped": list(result.get("skipped") or []),
+    }
 
 
 @member_required
@@ -78,6 +84,8 @@ def conformance(request: HttpRequest) -> HttpResponse:
         "variants": DEFAULT_VARIANTS,
         "max_variants": MAX_VARIANTS,
         "targets": target_names(),
+        # Entry points of memory_governance.conformance_targets this process skipped, with their reasons.
+        "problems": [str(p) for p in problems()],
     }
     response = render(request, partial(request, "dashboard/conformance.html", "progress"), context)
     if request.headers.get("HX-Request") and not context["in_progress"]:

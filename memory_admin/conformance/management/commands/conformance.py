@@ -10,14 +10,20 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from memory_admin.conformance.runner import DEFAULT_VARIANTS, product_failed, run_suite, table
-from memory_admin.conformance.targets import target_names
+from memory_admin.conformance.targets import problems, target_names
 
 
 class Command(BaseCommand):
     help = "Run the conformance suite (the base cases and their variants) against one target or all of them."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--target", default="all", choices=[*target_names(), "all"])
+        # Not argparse `choices`: a name a broken plug-in would have registered gets that entry point's reason.
+        parser.add_argument(
+            "--target",
+            default="all",
+            metavar="NAME",
+            help=f"one target, or all of them (default): {', '.join([*target_names(), 'all'])}",
+        )
         parser.add_argument("--variants", type=int, default=DEFAULT_VARIANTS, help="generated variants per base case")
         parser.add_argument("--seed", type=int, default=0, help="variants are determined by the seed")
         parser.add_argument("--case", action="append", dest="cases", help="only this base case (repeatable)")
@@ -26,6 +32,14 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if not 0 <= options["variants"] <= 50:
             raise CommandError("--variants must be between 0 and 50.")
+        for problem in problems():
+            self.stderr.write(f"Warning: {problem}")
+        names = target_names()
+        if options["target"] not in [*names, "all"]:
+            raise CommandError(
+                f"Unknown target {options['target']!r}; known: {', '.join([*names, 'all'])}"
+                + ("" if not problems() else " (entry points skipped: see the warnings above)")
+            )
         # The agent's refused reads (409, 404, 410) are the point of the cases, not problems to log.
         request_log = logging.getLogger("django.request")
         level = request_log.level
