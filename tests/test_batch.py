@@ -60,7 +60,7 @@ def test_each_item_gets_its_own_result_in_order(agent):
             fact("acct-2", "bob-new", "r6"),  # a newer value without expected_revision
             fact("acct-3", "carol-new", "r6", expected_revision=7),  # a stale expected_revision
             fact("acct-1", "alice-2", "r2", expected_revision=1),  # supersedes item 0 of this batch
-            fact("bad id", "x"),  # invalid identifier
+            fact("bad/id", "x"),  # invalid identifier
         ],
         now=at(10, 21),
     )

@@ -190,7 +190,7 @@ GOOD = body(awkward("p1", 0))
 SOURCE = GOOD["source"]
 VARIANTS: list[dict[str, Any]] = [
     GOOD,
-    {**GOOD, "subject_id": "bad id", "valid_from": "not a date"},
+    {**GOOD, "subject_id": "bad/id", "valid_from": "not a date"},
     {**GOOD, "source": {"canonical_ref": ""}},
     {**GOOD, "derived_from": [{"memory_id": 5}], "expected_revision": -1},
     {**GOOD, "derived_from": [{"memory_id": "mem_x", "revision": 2}]},

@@ -413,7 +413,7 @@ def test_not_found_invalid_input_and_a_bad_token_are_their_own_errors(personas: 
         agent_client.record("mem-does-not-exist")
     assert missing.value.status == 404
     with pytest.raises(InvalidInput) as invalid:
-        agent_client.current(PROJECT, "has space", "x")
+        agent_client.current(PROJECT, "has/slash", "x")
     assert invalid.value.status == 400 and "subject_id" in invalid.value.errors
     with pytest.raises(AuthenticationFailed) as refused, Client(personas.base_url, "mga_not-a-token") as stranger:
         stranger.current(**DEADLINE)

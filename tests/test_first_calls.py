@@ -109,13 +109,13 @@ def test_the_clients_first_calls_succeed_with_defaults(live_server, agent):
             [
                 fact_body("project-b", "acct-2", "owner", "bob", source_ref="crm:acct-2", source_revision="1"),
                 flat("acct-3", "carol"),
-                fact_body("project-b", "bad id", "owner", "x", source_ref="crm:x", source_revision="1"),
+                fact_body("project-b", "bad/id", "owner", "x", source_ref="crm:x", source_revision="1"),
             ]
         )
         assert [r["outcome"] for r in batch["results"]] == ["created", "created", "invalid"]
         assert batch["results"][2]["error"]["code"] == "invalid" and batch["applied"]
         with pytest.raises(BatchNotApplied) as caught:
-            client.assert_facts([flat("acct-4", "dan"), flat("bad id", "x")], atomic=True)
+            client.assert_facts([flat("acct-4", "dan"), flat("bad/id", "x")], atomic=True)
         assert caught.value.status == 422 and caught.value.failed == [1]
     assert not MemoryRecord.objects.filter(subject_id="acct-4").exists()
 

@@ -60,7 +60,7 @@ def test_bad_lines_are_reported_with_their_number_and_the_rest_is_imported(agent
         line("acct-1", "alice"),
         "{not json",
         "",
-        line("bad id", "x"),
+        line("bad/id", "x"),
         json.dumps(body(deadline("2026-11-02T17:00+09:00", "r18", at(10, 22)))),  # no expected_revision: 428
         line("acct-2", "bob", valid_from="2026-10-20T09:00:00"),  # a naive datetime
         line("acct-3", "carol"),
@@ -74,7 +74,7 @@ def test_bad_lines_are_reported_with_their_number_and_the_rest_is_imported(agent
 
 
 def test_errors_name_the_line_and_the_reason(agent, tmp_path):
-    lines = [line("acct-1", "alice"), "{not json", line("bad id", "x"), line("acct-2", None)]
+    lines = [line("acct-1", "alice"), "{not json", line("bad/id", "x"), line("acct-2", None)]
     out, err = StringIO(), StringIO()
     with pytest.raises(CommandError):
         call_command(
@@ -90,7 +90,7 @@ def test_errors_name_the_line_and_the_reason(agent, tmp_path):
 
 
 def test_atomic_never_half_applies_a_batch_and_stops_there(agent, tmp_path):
-    lines = [line("acct-1", "a"), line("acct-2", "b"), line("acct-3", "c"), line("bad id", "d"), line("acct-5", "e")]
+    lines = [line("acct-1", "a"), line("acct-2", "b"), line("acct-3", "c"), line("bad/id", "d"), line("acct-5", "e")]
     with pytest.raises(CommandError, match="lines 3-4 was not applied"):
         run(write(tmp_path, lines), "--atomic", "--batch-size", "2")
     # The first batch (lines 1-2) is in; the failing batch (3-4) and everything after it are not.

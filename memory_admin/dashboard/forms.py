@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.utils import timezone
@@ -37,8 +37,14 @@ class LocalDateTimeField(forms.CharField):
         return parsed
 
 
-# Project ids, subject ids and predicates follow the domain's character set (memory.validation).
-IDENTIFIER = [validation.IdentifierValidator()]
+class IdentifierField(forms.CharField):
+    """A project id, subject id or predicate typed in a page: trimmed (as a form trims what a person typed),
+    normalised to NFKC, then held to the domain's rule (memory.validation), as the API's field does."""
+
+    default_validators = [validation.IdentifierValidator()]
+
+    def to_python(self, value: Any) -> str:
+        return cast(str, validation.normalize_identifier(super().to_python(value)))
 
 
 STATUS_VIEWS = [
@@ -53,9 +59,9 @@ STATUS_VIEWS = [
 
 class RecordFilterForm(forms.Form):
     q = forms.CharField(required=False, max_length=200, label="Search subject, predicate or value")
-    project = forms.CharField(required=False, max_length=100, validators=IDENTIFIER)
-    subject = forms.CharField(required=False, max_length=200, validators=IDENTIFIER)
-    predicate = forms.CharField(required=False, max_length=200, validators=IDENTIFIER)
+    project = IdentifierField(required=False, max_length=100)
+    subject = IdentifierField(required=False, max_length=200)
+    predicate = IdentifierField(required=False, max_length=200)
     # Named for screen readers even where the page shows the select without a visible label.
     status = forms.ChoiceField(
         required=False, choices=STATUS_VIEWS, widget=forms.Select(attrs={"aria-label": "Status"})
@@ -138,10 +144,8 @@ class AuditFilterForm(forms.Form):
 class PolicyForm(forms.Form):
     """A field policy as an admin edits it; `to_policy_data` gives what save_field_policy takes."""
 
-    project_id = forms.CharField(
-        required=False, max_length=100, label="Project (blank: every project)", validators=IDENTIFIER
-    )
-    predicate = forms.CharField(max_length=200, validators=IDENTIFIER)
+    project_id = IdentifierField(required=False, max_length=100, label="Project (blank: every project)")
+    predicate = IdentifierField(max_length=200)
     authorized_issuers = forms.CharField(
         required=False, max_length=2000, label="Authorized issuers (names, comma-separated; blank: any writer)"
     )
@@ -301,15 +305,13 @@ class SettingsTestForm(forms.Form):
 
     use_required_attribute = False  # it sits inside the policy form: "Save" must not need a test subject
 
-    subject_id = forms.CharField(max_length=200, validators=IDENTIFIER, label="Subject to fetch")
-    project_id = forms.CharField(
-        required=False, max_length=100, validators=IDENTIFIER, label="Project (blank: the policy's)"
-    )
+    subject_id = IdentifierField(max_length=200, label="Subject to fetch")
+    project_id = IdentifierField(required=False, max_length=100, label="Project (blank: the policy's)")
 
 
 class SourceTestForm(forms.Form):
-    subject_id = forms.CharField(max_length=200, validators=IDENTIFIER)
-    project_id = forms.CharField(required=False, max_length=100, validators=IDENTIFIER)
+    subject_id = IdentifierField(max_length=200)
+    project_id = IdentifierField(required=False, max_length=100)
 
 
 class ManualVerifyForm(forms.Form):

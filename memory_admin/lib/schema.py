@@ -60,3 +60,14 @@ class ISODurationFieldType(OpenApiSerializerFieldExtension):  # type: ignore[mis
 
     def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, str]:
         return {"type": "string", "format": "duration", "example": "P1D"}
+
+
+class IdentifierFieldType(OpenApiSerializerFieldExtension):  # type: ignore[misc]
+    """An identifier publishes the pattern its field names (`schema_pattern`: a strict subset of the rule, since
+    JSON Schema's regular expressions have no portable Unicode classes; memory.validation); the field's
+    `max_length` adds `maxLength`, counted in code points as the API counts it. Named by path, as above."""
+
+    target_class = "memory_admin.shapes.fields.IdentifierField"
+
+    def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        return {"type": "string", "pattern": self.target.schema_pattern, "minLength": 1}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.utils import timezone
 from django.utils.duration import duration_iso_string
@@ -46,15 +46,23 @@ class AwareDateTimeField(serializers.DateTimeField):
 
 
 class IdentifierField(serializers.CharField):
-    """A `project_id`, `subject_id` or `predicate`: the domain's character set and length
-    (memory.validation), published in the OpenAPI schema as a pattern with a help text."""
+    """A `project_id`, `subject_id` or `predicate`: normalised to NFKC as it is parsed (so a fullwidth
+    `project` is `project`), then held to the domain's rule and length (memory.validation). Surrounding
+    spaces are refused, not trimmed: the id a client sent is the id it gets back, NFKC aside. The OpenAPI
+    schema publishes `schema_pattern` (memory_admin.lib.schema)."""
+
+    schema_pattern = validation.IDENTIFIER_PATTERN
 
     def __init__(self, kind: str, **kwargs: Any) -> None:
         max_length = validation.IDENTIFIER_MAX_LENGTH[kind]
         kwargs.setdefault("max_length", max_length)
         kwargs.setdefault("help_text", validation.IDENTIFIER_HELP.format(max_length=max_length))
+        kwargs.setdefault("trim_whitespace", False)
         super().__init__(**kwargs)
         self.validators.append(validation.IdentifierValidator())
+
+    def to_internal_value(self, data: Any) -> str:
+        return cast(str, validation.normalize_identifier(super().to_internal_value(data)))
 
 
 class ISODurationField(serializers.Field):

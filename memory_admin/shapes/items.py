@@ -64,8 +64,8 @@ def _plain_assertion(raw: dict[str, Any], text_limits: tuple[int, ...]) -> Asser
         return None
     ids = [raw.get(name) for name in _IDENTIFIERS]
     for value, max_length in zip(ids, _IDENTIFIER_LIMITS, strict=True):
-        if type(value) is not str or len(value) > max_length or not validation.IDENTIFIER_RE.match(value):
-            return None
+        if not validation.is_identifier(value, max_length):
+            return None  # the serializer normalises it to NFKC, or refuses it with the reason
     ref, revision = source.get("canonical_ref"), source.get("revision")
     for text, max_length in zip((ref, revision), text_limits, strict=True):
         # isprintable: no NUL, surrogate or other character DRF's CharField refuses; no whitespace to trim.
