@@ -50,7 +50,7 @@ from memory_admin.dashboard.helpers import (
 from memory_admin.dashboard.templatetags.dashboard import RECORD_ROW_COLUMNS, RecordRow
 from memory_admin.derived.dependants import dependants_of
 from memory_admin.derived.models import Invalidation
-from memory_admin.memory import actions, audit, reads, rechecks, stats, task_failures
+from memory_admin.memory import actions, audit, expiry, reads, rechecks, stats, task_failures
 from memory_admin.memory.errors import DomainError, Forbidden, NotFound
 from memory_admin.memory.models import AuditEvent, Dispute, FieldPolicy, MemoryRecord, RecheckAttempt
 from memory_admin.memory.policies import is_manual, policies_for, policy_for
@@ -153,6 +153,17 @@ def _inbox(principal: Principal, now: datetime) -> list[InboxItem]:
                     "delivered is not applied: the agent may still act on a replaced value",
                     reverse("dashboard:agents"),
                     row["oldest"],
+                )
+            )
+        for asked in expiry.pending_requests(principal, limit=10):
+            items.append(
+                InboxItem(
+                    "expiry",
+                    f"{asked.record.subject_id} · {asked.record.predicate}",
+                    f"{asked.requested_by.name or asked.requested_by.username} asks to expire it: {asked.reason}"
+                    "; agents keep using it until you decide",
+                    reverse("dashboard:expiry_requests") + f"#{asked.public_id}",
+                    asked.created_at,
                 )
             )
     if deletion_service.may_act(principal):
