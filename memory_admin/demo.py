@@ -146,7 +146,8 @@ def _story(p: dict[str, Principal]) -> None:
         verified_at=at(10, 22, 9, 5),
         memory_id="mem-deadline-002",
     )
-    # (2) An older document imported after the newer one: kept as history, never current.
+    # (2) An older document imported after the newer one: history where r17 and r18 cover its valid time; it
+    # answers only as of before Oct 20, which nothing newer covers (rule 3).
     assert_(
         p["task-system"],
         Assertion(

@@ -59,7 +59,10 @@ def test_seed_demo_builds_the_story_and_is_idempotent(db):
     deadline = MemoryRecord.objects.get(memory_id="mem-deadline-002")
     assert deadline.value == "2026-11-02T17:00:00+09:00" and deadline.status == "accepted"
     assert MemoryRecord.objects.get(memory_id="mem-deadline-001").status == "superseded"
-    assert MemoryRecord.objects.get(memory_id="mem-deadline-late-import").entered_current is False
+    late = MemoryRecord.objects.select_related("superseded_by").get(memory_id="mem-deadline-late-import")
+    # History where r17 covers it; the valid time before r17's it answers as of (rule 3).
+    assert late.status == "superseded" and late.superseded_by.memory_id == "mem-deadline-001"
+    assert late.valid_to == late.superseded_by.valid_from
     assert MemoryRecord.objects.get(memory_id="mem-send-revoked").value == "revoked"
     assert Dispute.objects.filter(subject_id="product-x", status="open").count() == 1
     assert {"meeting_room", "meeting_time"} <= set(

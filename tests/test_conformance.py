@@ -155,6 +155,8 @@ def test_an_adapter_that_ignores_valid_time_is_caught_by_name():
         "rule-effective-tomorrow/limit-today",
         "rule-effective-tomorrow/approve-today-under-todays-limit",
         "rule-effective-tomorrow/limit-last-month",
+        "older-document-late/deadline-before-any-newer-revision",
+        "older-document-late/deadline-where-a-newer-revision-covers",
         "deadline-moved/deadline-valid-on-oct-21",
         "revoked-send-permission/permission-on-oct-20",
     }

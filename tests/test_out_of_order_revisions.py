@@ -179,7 +179,15 @@ def test_the_seeds_late_import_answers_only_before_any_newer_revision(api, agent
 
 
 def _stored(tenant_id: int) -> list[tuple[Any, ...]]:
-    revision = dict(MemoryRecord.objects.filter(tenant_id=tenant_id).values_list("pk", "revision"))
+    records = MemoryRecord.objects.filter(tenant_id=tenant_id)
+    revision = dict(records.values_list("pk", "revision"))
+    named = dict(records.values_list("memory_id", "revision"))
+
+    def reason(text: str) -> str:  # a record named by its revision, not its random id
+        for memory_id, n in named.items():
+            text = text.replace(memory_id, f"<revision {n}>")
+        return text
+
     return [
         (
             r.subject_id,
@@ -194,7 +202,7 @@ def _stored(tenant_id: int) -> list[tuple[Any, ...]]:
             r.entered_current,
             r.is_head,
             revision.get(r.superseded_by_id),
-            r.status_reason,
+            reason(r.status_reason),
         )
         for r in MemoryRecord.objects.filter(tenant_id=tenant_id).order_by("subject_id", "revision")
     ]
@@ -234,3 +242,24 @@ def test_one_by_one_and_in_a_batch_the_same_records_are_stored(agent, other_agen
     assert past is not None and past.value == 40000
     today = reads.as_of(agent, "project-b", "batch", "approval_limit")
     assert today is not None and today.value == 50000
+
+
+def test_a_late_revision_whose_whole_validity_nothing_covers_answers_for_it_and_has_expired(
+    api, agent, rules, last_month
+):
+    old = limit(30000, "r0", last_month - timedelta(days=60), valid_to=last_month - timedelta(days=30))
+    response = api(agent).post("/api/v1/records/", body(old), format="json")
+    assert response.status_code == 200 and response.json()["outcome"] == "history"
+    assert response.json()["status"] == "expired" and response.json()["superseded_by"] is None
+    then = reads.as_of(agent, **LIMIT, valid_at=last_month - timedelta(days=45))
+    assert then is not None and then.value == 30000
+    assert reads.as_of(agent, **LIMIT, valid_at=last_month - timedelta(days=10)) is None  # nothing said then
+
+
+def test_a_late_revision_with_a_stale_expected_revision_is_409_and_stores_nothing(api, agent, tomorrow, last_month):
+    client = api(agent)
+    client.post("/api/v1/records/", body(limit(100000, "r2", tomorrow)), format="json")
+    before = MemoryRecord.objects.count()
+    stale = client.post("/api/v1/records/", body(limit(50000, "r1", last_month, expected_revision=7)), format="json")
+    assert stale.status_code == 409 and stale.json()["code"] == "revision_conflict"
+    assert MemoryRecord.objects.count() == before

@@ -2,8 +2,9 @@
 
 Each version is a box over the valid period it claimed (left to right) and the period the system
 believed it (top to bottom, `recorded_from` → `recorded_to`, open boxes run to "now"). The current answer
-sits where "now" on both axes falls; the as-of answer where the asked instants fall. Late imports (kept as
-history, never current) and future-effective values (scheduled) get their own kind so the drawing tells
+sits where "now" on both axes falls; the as-of answer where the asked instants fall. Late imports (history
+where a newer revision covers their valid time: never current, or answering only as of a stretch that had
+ended when they arrived) and future-effective values (scheduled) get their own kind so the drawing tells
 them apart. Pure arithmetic: the fact template draws the SVG from what `plot` returns.
 """
 
@@ -110,6 +111,11 @@ def _ticks(at: Any, zone: tzinfo | None, room: float) -> list[Tick]:
     return ticks
 
 
+def _arrived_ended(record: Any) -> bool:
+    """Recorded only after the valid time it answers for had ended: a late import that answers as of then only."""
+    return record.valid_to is not None and record.valid_to <= record.recorded_from
+
+
 def _kind(record: Any, current_id: str | None, asof_id: str | None, now: datetime) -> str:
     if record.memory_id == current_id:
         return "current"
@@ -117,7 +123,7 @@ def _kind(record: Any, current_id: str | None, asof_id: str | None, now: datetim
         return "asof"
     if record.status == "accepted" and record.valid_from > now:
         return "scheduled"
-    if record.status in ("superseded", "accepted") and not record.entered_current:
+    if record.status in ("superseded", "accepted") and (not record.entered_current or _arrived_ended(record)):
         return "late"
     return str(record.status)
 

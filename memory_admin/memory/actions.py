@@ -597,7 +597,9 @@ def _history_or_uncovered(w: _Write, reason: str) -> Decision:
     non-empty validity as stored now) covers its valid time before it. If one covers the assertion's valid_from,
     it is history (HISTORY, as ever); else it answers from its valid_from until the first of them takes over
     (UNCOVERED, `record` the one taking over, none when its own validity ends first). One interval per record:
-    valid time after that record's, which nothing covers again, is not claimed (as a supersession's cut)."""
+    valid time after that record's, which nothing covers again, is not claimed (as a supersession's cut). Nor is
+    valid time a believed record of a lower revision covers: a late import never takes valid time from a record
+    already believed (one it would have to rank against first)."""
     a = w.assertion
     first = (
         MemoryRecord.objects.for_fact(w.project, a.subject_id, a.predicate)
@@ -611,6 +613,12 @@ def _history_or_uncovered(w: _Write, reason: str) -> Decision:
         return Decision(Step.HISTORY, reason=reason)
     if first is not None and a.valid_to is not None and a.valid_to <= first.valid_from:
         first = None  # its own validity ends before the next one's starts: nothing to cut
+    # It changes an answer, so a revision the writer says it read is checked (none needed: it replaces nothing).
+    if a.expected_revision is not None and w.head is not None and a.expected_revision != w.head.revision:
+        raise RevisionConflict(
+            f"expected_revision {a.expected_revision} is stale; the current revision is {w.head.revision}.",
+            current=w.head,
+        )
     return Decision(Step.UNCOVERED, reason=reason, record=first)
 
 
@@ -627,19 +635,22 @@ def _apply_uncovered(w: _Write, decision: Decision) -> AssertResult:
     if successor is not None:
         valid_to = successor.valid_from
         fields.update(valid_to=valid_to, valid_to_recorded_at=now, superseded_by=successor)
+    # Reasons name the record taking over, not an instant: they are shown as they are (dates are the page's).
+    until = f"before {successor.memory_id} (revision {successor.revision}) takes over" if successor else ""
     if valid_to is not None and valid_to <= now:
         # Its whole stretch is past: it answers as of then, and is history now.
         if successor is not None:
             fields.update(status=Status.SUPERSEDED, recorded_to=now)
+            fields["status_reason"] = f"{decision.reason} It answers only for the valid time {until}."
         else:
             fields["status"] = Status.EXPIRED
-        fields["status_reason"] = f"{decision.reason} It answers only before {valid_to.isoformat()}."
+            fields["status_reason"] = f"{decision.reason} Nothing newer covers its validity, ended when it arrived."
     record = _new_record(w, **fields)
     outcome = Outcome.CREATED if record.status == Status.ACCEPTED else Outcome.HISTORY
     reason = decision.reason + (
-        f" Nothing newer covers its valid time before {valid_to.isoformat()}; it answers until then."
-        if valid_to is not None
-        else " Nothing newer covers its valid time; it answers for it."
+        f" Nothing newer covers its valid time {until}; it answers until then."
+        if successor
+        else " Nothing newer covers its valid time; it answers for all of it."
     )
     _audit_events(w, [_assert_event(w.principal, record, outcome, reason)])
     return AssertResult(outcome, record)
