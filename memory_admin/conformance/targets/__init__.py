@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
@@ -127,6 +128,9 @@ ORIGINS: dict[str, str] = {}
 _PROBLEMS: list[Problem] = []
 _BY_MODULE: dict[str, list[type[Target]]] = {}  # what each module registered when it was imported
 _loaded = {"builtins": False, "plugins": False}
+# Discovery runs once per process, possibly from several request threads at once; a plug-in's import may call
+# register(), which loads the built-ins first, on the same thread.
+_lock = threading.RLock()
 
 
 def _is_builtin(target: type[Target]) -> bool:
@@ -173,11 +177,12 @@ def register(target: type[Target]) -> type[Target]:
 
 
 def _load_builtins() -> None:
-    if _loaded["builtins"]:
-        return
-    _loaded["builtins"] = True
-    for module in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{module.name}")
+    with _lock:
+        if _loaded["builtins"]:
+            return
+        _loaded["builtins"] = True
+        for module in pkgutil.iter_modules(__path__):
+            importlib.import_module(f"{__name__}.{module.name}")
 
 
 def _plugin_targets(entry_point: EntryPoint) -> list[type[Target]]:
@@ -192,23 +197,27 @@ def _plugin_targets(entry_point: EntryPoint) -> list[type[Target]]:
 
 
 def _load_plugins() -> None:
-    if _loaded["plugins"]:
-        return
-    _loaded["plugins"] = True
-    for entry_point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name, e.value)):
-        dist = entry_point.dist.name if entry_point.dist is not None else "unknown distribution"
-        label = f"{entry_point.name} = {entry_point.value} ({dist})"
-        try:
-            targets = _plugin_targets(entry_point)
-            for target in targets:
-                _check(target)
-                if _is_builtin(target):
-                    raise TargetError(f"it names the built-in target {target.__qualname__}")
-                register(target)
-                ORIGINS[target.name] = f"entry point {entry_point.name} ({dist})"
-        except Exception as exc:  # anything a third party's import does is that entry point's problem only
-            reason = str(exc) if isinstance(exc, TargetError) else f"{type(exc).__name__}: {exc}"
-            _PROBLEMS.append(Problem(label, reason[:500]))
+    with _lock:
+        if not _loaded["plugins"]:
+            _loaded["plugins"] = True
+            for entry_point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name, e.value)):
+                _load_plugin(entry_point)
+
+
+def _load_plugin(entry_point: EntryPoint) -> None:
+    """Register what one entry point names, or keep its problem."""
+    dist = entry_point.dist.name if entry_point.dist is not None else "unknown distribution"
+    label = f"{entry_point.name} = {entry_point.value} ({dist})"
+    try:
+        for target in _plugin_targets(entry_point):
+            _check(target)
+            if _is_builtin(target):
+                raise TargetError(f"it names the built-in target {target.__qualname__}")
+            register(target)
+            ORIGINS[target.name] = f"entry point {entry_point.name} ({dist})"
+    except Exception as exc:  # anything a third party's import does is that entry point's problem only
+        reason = str(exc) if isinstance(exc, TargetError) else f"{type(exc).__name__}: {exc}"
+        _PROBLEMS.append(Problem(label, reason[:500]))
 
 
 def discover() -> dict[str, type[Target]]:
@@ -221,11 +230,12 @@ def discover() -> dict[str, type[Target]]:
 
 def rediscover() -> dict[str, type[Target]]:
     """Forget the plug-ins and read the entry points again (after installing or removing one)."""
-    for name in [n for n, t in TARGETS.items() if not _is_builtin(t)]:
-        del TARGETS[name]
-        ORIGINS.pop(name, None)
-    _PROBLEMS.clear()
-    _loaded["plugins"] = False
+    with _lock:
+        for name in [n for n, t in TARGETS.items() if not _is_builtin(t)]:
+            del TARGETS[name]
+            ORIGINS.pop(name, None)
+        _PROBLEMS.clear()
+        _loaded["plugins"] = False
     return discover()
 
 
