@@ -4,7 +4,7 @@ against a live server of this project, with no LLM: nodes put, get and search di
 - a fact superseded between two runs is not returned as current on the second run, and the agent has a notice;
 - a put on a stale revision surfaces the 409 (RevisionConflict), never last-writer-wins;
 - a disputed fact comes back with both candidates and no value of its own;
-- put(None) expires (kept as history), and only for a principal that may curate;
+- put(None) expires (kept as history) for a principal that may curate; an agent's files an expiry request;
 - LangMem's create_manage_memory_tool / create_search_memory_tool work over the store.
 """
 
@@ -22,7 +22,7 @@ import pytest
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langmem import create_manage_memory_tool, create_search_memory_tool
-from memory_governance import AsyncClient, Client, DisputeOpen, Forbidden, RevisionConflict
+from memory_governance import AsyncClient, Client, DisputeOpen, RevisionConflict
 from memory_governance.langgraph_store import GovernedStore
 
 from memory_admin.demo import seed_demo
@@ -201,13 +201,13 @@ def test_a_put_that_lands_disputed_is_reported(personas: Personas) -> None:
     assert store.get(NS, KEY).value["_governance"]["status"] == "disputed"  # type: ignore[union-attr]
 
 
-def test_delete_expires_and_keeps_history_and_needs_a_curator(personas: Personas) -> None:
+def test_delete_expires_and_keeps_history_and_an_agents_delete_asks_an_owner(personas: Personas) -> None:
     agent_store = store_for(personas)
     agent_store.put(NS, KEY, {"at": "Oct 30"})
     memory_id = agent_store.outcomes[-1].memory_id
 
-    with pytest.raises(Forbidden):  # an agent never deletes on its own
-        agent_store.delete(NS, KEY)
+    agent_store.delete(NS, KEY)  # an agent never expires on its own: it files a request, and nothing raises
+    assert agent_store.outcomes[-1].outcome == "expiry_requested" and agent_store.outcomes[-1].request_id
     assert agent_store.get(NS, KEY) is not None
 
     owner_store = store_for(personas, "olivia", "owner")
