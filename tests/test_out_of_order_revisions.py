@@ -263,3 +263,19 @@ def test_a_late_revision_with_a_stale_expected_revision_is_409_and_stores_nothin
     stale = client.post("/api/v1/records/", body(limit(50000, "r1", last_month, expected_revision=7)), format="json")
     assert stale.status_code == 409 and stale.json()["code"] == "revision_conflict"
     assert MemoryRecord.objects.count() == before
+
+
+def test_tomorrows_verified_value_is_never_given_as_todays_last_verified_value(agent, now, tomorrow, last_month):
+    # r2 was fetched from the canonical source; r1, arriving late, never was.
+    assert_fact(
+        agent, limit(100000, "r2", tomorrow), now=now - timedelta(hours=2), verified_at=now - timedelta(hours=2)
+    )
+    r1 = assert_fact(agent, limit(50000, "r1", last_month), now=now - timedelta(hours=1)).record
+    view = reads.fact_view(agent, **LIMIT)
+    assert view.record is not None and view.record.pk == r1.pk
+    assert view.freshness == "never_verified"
+    assert view.last_verified_at is None and view.last_verified_value is None
+    assert "100000" not in (view.caveat or "")
+    r1.refresh_from_db()
+    [(_, hit)] = reads.record_views([MemoryRecord.objects.select_related("project").get(pk=r1.pk)]).items()
+    assert hit.last_verified_value is None and hit.caveat == view.caveat

@@ -153,22 +153,23 @@ class FactView:
 
 
 def _last_verified(record: MemoryRecord) -> tuple[datetime | None, Any]:
+    """The record's own verification, else the latest earlier verified revision of its fact, leaving out one
+    whose validity starts only where this record's has ended: its successor in valid time, even when recorded
+    before it (a late older revision, rule 3), is never its last verified value."""
     if record.last_verified_at is not None:
         return record.last_verified_at, record.value
-    earlier = (
-        MemoryRecord.objects.filter(
-            tenant_id=record.tenant_id,
-            project_id=record.project_id,
-            subject_id=record.subject_id,
-            predicate=record.predicate,
-            last_verified_at__isnull=False,
-            revision__lt=record.revision,
-        )
-        .order_by("-revision")
-        .values_list("last_verified_at", "value")
-        .first()
+    earlier = MemoryRecord.objects.filter(
+        tenant_id=record.tenant_id,
+        project_id=record.project_id,
+        subject_id=record.subject_id,
+        predicate=record.predicate,
+        last_verified_at__isnull=False,
+        revision__lt=record.revision,
     )
-    return earlier if earlier else (None, None)
+    if record.valid_to is not None:
+        earlier = earlier.exclude(valid_from__gte=record.valid_to)
+    found = earlier.order_by("-revision").values_list("last_verified_at", "value").first()
+    return found if found else (None, None)
 
 
 def must_be_fresh_for_action(policy: FieldPolicy | None) -> bool:
@@ -335,13 +336,21 @@ def _last_verified_of(records: list[MemoryRecord]) -> dict[int, tuple[datetime |
         MemoryRecord.objects.filter(tenant_id=records[0].tenant_id, last_verified_at__isnull=False)
         .filter(facts)
         .order_by("-revision")
-        .values_list("project_id", "subject_id", "predicate", "revision", "last_verified_at", "value")
+        .values_list("project_id", "subject_id", "predicate", "revision", "last_verified_at", "value", "valid_from")
     )
     found: dict[int, tuple[datetime | None, Any]] = {}
     rows = list(verified)
     for r in records:
         fact = (r.project_id, r.subject_id, r.predicate)
-        best = next((row for row in rows if row[:3] == fact and row[3] < r.revision), None)
+        # As `_last_verified`: a successor in valid time is left out.
+        best = next(
+            (
+                row
+                for row in rows
+                if row[:3] == fact and row[3] < r.revision and (r.valid_to is None or row[6] < r.valid_to)
+            ),
+            None,
+        )
         if best is not None:
             found[r.pk] = (best[4], best[5])
     return found

@@ -131,7 +131,16 @@ class AssertResultSerializer(RecordSerializer):
     """Answer of `POST /records/`: the record, what the write did, and the dispute it opened if any.
     Rendered from an `actions.AssertResult` (its record re-read with its public relations)."""
 
-    outcome = serializers.ChoiceField(choices=["created", "history", "unchanged", "disputed"])
+    outcome = serializers.ChoiceField(
+        choices=["created", "history", "unchanged", "disputed"],
+        help_text=(
+            "created (201): the value answers now or from its valid_from on, including an older revision arriving"
+            " late for valid time no newer revision covers (its valid_to is then cut where the newer one takes"
+            " over; the fact's head, the revision expected_revision is compared with, stays the newer one);"
+            " history (200): kept as history, answering at most as of a past stretch nothing newer covers;"
+            " unchanged (200): an idempotent repeat; disputed (202): both values kept until an owner resolves it."
+        ),
+    )
     dispute_id = serializers.CharField(required=False)
 
     def to_representation(self, instance: Any) -> dict[str, Any]:
