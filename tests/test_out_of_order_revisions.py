@@ -15,7 +15,10 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from memory_admin.derived.caches import answer_ttl
+from memory_admin.derived import lineage
+from memory_admin.derived.caches import answer_ttl, fact_key
+from memory_admin.derived.lineage import BaseRef
+from memory_admin.derived.models import CacheEntry, Invalidation, Summary
 from memory_admin.derived.search import search
 from memory_admin.derived.tasks import refresh_record_vectors
 from memory_admin.memory import reads
@@ -132,10 +135,46 @@ def test_at_the_hand_over_the_late_revision_becomes_history(agent, rules, tomorr
     assert current is not None and current.pk == r2.pk
 
 
-def test_a_cached_answer_on_the_late_revision_ends_at_the_hand_over(rules):
+def test_a_cached_answer_on_the_late_revision_ends_at_the_hand_over(
+    api, agent, rules, tomorrow, django_capture_on_commit_callbacks
+):
     r1, _ = rules
     r1.refresh_from_db()
-    assert 0 < answer_ttl(r1) <= 24 * 3600
+    assert 0 < answer_ttl(r1) <= 24 * 3600  # never served from the cache past the hand-over
+    assert api(agent).get("/api/v1/facts/current/", LIMIT).json()["value"] == 50000  # fills the answer cache
+    key = fact_key(agent.tenant_id, **LIMIT)
+    assert CacheEntry.objects.get(key=key).evicted_at is None
+    later = tomorrow + timedelta(minutes=1)
+    with django_capture_on_commit_callbacks(execute=True):
+        settle_valid_time_transitions(now=later)
+    assert CacheEntry.objects.get(key=key).evicted_at == later
+
+
+def test_notices_reach_who_loaded_the_late_revision_at_the_hand_over_and_nobody_before(
+    agent, other_agent, now, tomorrow, last_month
+):
+    r2 = assert_fact(agent, limit(100000, "r2", tomorrow), now=now - timedelta(hours=2)).record
+    expires = now + timedelta(days=3)
+    scheduled = lineage.register_context_load(
+        other_agent, session_id="scheduled", bases=[BaseRef(r2.memory_id, r2.revision)], expires_at=expires
+    )
+    # (Loading a value not in effect yet is told at once; that is the load's own notice.)
+    told = set(Invalidation.objects.filter(load=scheduled).values_list("pk", flat=True))
+    r1 = assert_fact(agent, limit(50000, "r1", last_month), now=now - timedelta(hours=1)).record
+    # Today's answer arriving changes nothing anyone holds: r2 is what it was, from tomorrow.
+    assert set(Invalidation.objects.filter(load=scheduled).values_list("pk", flat=True)) == told
+    base = [BaseRef(r1.memory_id, r1.revision)]
+    today = lineage.register_context_load(other_agent, session_id="today", bases=base, expires_at=expires)
+    summary = lineage.create_summary(agent, project_id="project-a", text="Limit 50000", bases=base)
+    assert not Invalidation.objects.filter(record=r1).exists()
+
+    settle_valid_time_transitions(now=tomorrow + timedelta(minutes=1))
+
+    notices = Invalidation.objects.filter(record=r1)
+    assert {n.load_id for n in notices} == {today.pk}
+    assert all(n.successor_id == r2.pk and n.acknowledged_at is None for n in notices)
+    assert Summary.objects.get(pk=summary.pk).status == "stale"
+    assert set(Invalidation.objects.filter(load=scheduled).values_list("pk", flat=True)) == told
 
 
 def test_search_finds_todays_rule_usable_and_tomorrows_not_yet_in_effect(agent, rules):
@@ -279,3 +318,11 @@ def test_tomorrows_verified_value_is_never_given_as_todays_last_verified_value(a
     r1.refresh_from_db()
     [(_, hit)] = reads.record_views([MemoryRecord.objects.select_related("project").get(pk=r1.pk)]).items()
     assert hit.last_verified_value is None and hit.caveat == view.caveat
+
+
+def test_the_recheck_engine_keeps_the_late_revision_fresh_until_the_hand_over(agent, rules, now, tomorrow):
+    r1, r2 = rules
+    fresh = set(MemoryRecord.objects.for_tenant(agent.tenant_id).kept_fresh(now).values_list("pk", flat=True))
+    assert {r1.pk, r2.pk} <= fresh
+    r1.refresh_from_db()
+    assert r1.kept_fresh_at(now) and not r1.kept_fresh_at(tomorrow)
