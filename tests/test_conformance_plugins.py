@@ -185,6 +185,7 @@ ENTRY_POINTS = {
     "import-fails": "broken_targets_raises:Target",
     "registers-nothing": "broken_targets_empty",
     "registers-this-on-import": "broken_targets_registers_this",
+    "registers-one-on-import": "broken_targets_registers_one",
     "builtin-again": "memory_admin.conformance.targets.this:ThisTarget",
 }
 
@@ -209,6 +210,19 @@ def broken_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
             """
         )
     )
+    (tmp_path / "broken_targets_registers_one.py").write_text(
+        textwrap.dedent(
+            """
+            from broken_targets_module import Base
+            from memory_admin.conformance.targets import register
+
+
+            @register
+            class Registered(Base):
+                name = "registered-on-import"
+            """
+        )
+    )
     dist = tmp_path / "broken_targets-1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-targets\nVersion: 1.0\n")
@@ -225,7 +239,7 @@ def broken_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
 
 def test_broken_entry_points_are_skipped_each_with_its_reason(broken_plugins):
     reasons = broken_plugins
-    assert set(reasons) == set(ENTRY_POINTS) - {"forgetful", "twin-a"}
+    assert set(reasons) == set(ENTRY_POINTS) - {"forgetful", "twin-a", "registers-one-on-import"}
     assert reasons["claims-this"].startswith("the name 'this' is taken by the built-in target")
     assert reasons["registers-this-on-import"].startswith("the name 'this' is taken by the built-in target")
     assert reasons["twin-b"] == "the name 'twin' is taken by the target broken_targets_module.First"
@@ -239,8 +253,11 @@ def test_broken_entry_points_are_skipped_each_with_its_reason(broken_plugins):
     assert reasons["registers-nothing"].startswith("module broken_targets_empty registers no Target")
     assert reasons["builtin-again"] == "it names the built-in target ThisTarget"
     # The good ones are registered after the built-ins; the built-in `this` is still this system.
-    assert target_names() == [*BUILT_IN, "forgetful", "twin"]
-    from memory_admin.conformance.targets import TARGETS
+    # A module named by an entry point may register its target itself.
+    assert target_names() == [*BUILT_IN, "forgetful", "registered-on-import", "twin"]
+    from memory_admin.conformance.targets import TARGETS, origin
+
+    assert origin("registered-on-import") == "entry point registers-one-on-import (broken-targets)"
 
     assert TARGETS["this"] is ThisTarget
 
@@ -268,11 +285,11 @@ def test_the_page_lists_the_skipped_entry_points_and_runs_the_rest(broken_plugin
     html = page.content.decode()
     assert "Some conformance targets could not be loaded" in html
     assert "ImportError: needs acme-sdk, not installed" in html
-    assert "this, langgraph-inmemory, langmem, vector-ttl, forgetful, twin" in html
+    assert "this, langgraph-inmemory, langmem, vector-ttl, forgetful, registered-on-import, twin" in html
     # A run started from the page (the worker's task, called as the worker would) scores the plug-ins too.
     client.post("/conformance/run/", {"variants": "0"})
     run = ConformanceRun.objects.get()
-    assert run.targets == [*BUILT_IN, "forgetful", "twin"]
+    assert run.targets == [*BUILT_IN, "forgetful", "registered-on-import", "twin"]
     assert run_conformance(run.pk, admin.tenant_id) == ConformanceRun.Status.PASSED
     html = client.get("/conformance/").content.decode()
     assert "A forgetful memory" in html and "(plug-in)" in html and "(baseline)" in html

@@ -158,6 +158,11 @@ def _check(target: Any) -> None:
         raise TargetError(f"{target.__qualname__}.is_product must be True or False")
 
 
+def _same(a: type[Target], b: type[Target]) -> bool:
+    """The same class, or the same class imported again (a reloaded module)."""
+    return a is b or (a.__module__, a.__qualname__) == (b.__module__, b.__qualname__)
+
+
 def register(target: type[Target]) -> type[Target]:
     """Add a target to the registry (a class decorator). Registering the same class again is a no-op; a name
     another class holds is refused, and the built-ins are loaded first, so no plug-in takes a built-in's name."""
@@ -165,14 +170,13 @@ def register(target: type[Target]) -> type[Target]:
     if not _is_builtin(target):
         _load_builtins()
     held = TARGETS.get(target.name)
-    if held is not None and held is not target:
+    if held is not None and not _same(held, target):
         whose = "the built-in target" if _is_builtin(held) else "the target"
         raise TargetError(f"the name {target.name!r} is taken by {whose} {held.__module__}.{held.__qualname__}")
     TARGETS[target.name] = target
     ORIGINS.setdefault(target.name, "built-in" if _is_builtin(target) else target.__module__)
     known = _BY_MODULE.setdefault(target.__module__, [])
-    if target not in known:
-        known.append(target)
+    known[:] = [k for k in known if not _same(k, target)] + [target]
     return target
 
 
