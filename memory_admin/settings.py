@@ -273,7 +273,11 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 
 # --- Vector index (LanceDB, embedded on local or shared disk) -----------------------------------
 VECTOR_INDEX_PATH = envstr("VECTOR_INDEX_PATH", str(VAR_DIR / "vectors"))
-EMBEDDING_MODEL = envstr("EMBEDDING_MODEL", "")  # a sentence-transformers model available offline
+# The search embedder (memory_admin/derived/embedding.py, README "Retrieval"): multilingual (two small models whose
+# scores are averaged), e5, use, or hashing (lexical, no model). One that cannot load falls back to hashing, said
+# on the overview and in every search answer.
+EMBEDDER = envstr("EMBEDDER", "multilingual")
+EMBEDDING_MODEL = envstr("EMBEDDING_MODEL", "")  # a sentence-transformers model available offline (overrides)
 EMBEDDING_DIM = envint("EMBEDDING_DIM", 256)
 # ANN index: built by the task build_vector_ann_index once the table has this many rows (exact scans
 # below it), with scalar indexes on the filter columns; searches probe NPROBES partitions (all of them

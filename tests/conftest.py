@@ -106,6 +106,18 @@ def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[N
         settings.BACKUP_DATABASE_USER, settings.BACKUP_DATABASE_PASSWORD = backup_user
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _vector_index_of_this_embedder() -> None:
+    """A test run's vector index (under TEST_VAR, kept between runs) built by another embedder is emptied for this
+    one, as `make run` does before serving (`reindex_vectors --if-needed`): the test database is new, so there is
+    nothing to re-embed."""
+    from memory_admin.derived.vectors import get_index
+
+    index = get_index()
+    if index.stored_embedder() not in (None, index.embedder.name):
+        index.recreate()
+
+
 # The owner's credentials while the suite runs as the app role (empty on SQLite or without an app role).
 _OWNER: dict[str, str] = {}
 

@@ -49,6 +49,7 @@ from memory_admin.dashboard.helpers import (
 )
 from memory_admin.dashboard.templatetags.dashboard import RECORD_ROW_COLUMNS, RecordRow
 from memory_admin.derived.dependants import dependants_of
+from memory_admin.derived.embedding import embedder_status
 from memory_admin.derived.models import Invalidation
 from memory_admin.memory import actions, audit, expiry, reads, rechecks, stats, task_failures
 from memory_admin.memory.errors import DomainError, Forbidden, NotFound
@@ -327,6 +328,8 @@ def overview(request: HttpRequest) -> HttpResponse:
         "overdue": bands["due"],
         "chart": [(key, words, bands[key], round(300 * bands[key] / peak)) for key, words in FRESHNESS_BANDS],
         "recent": _recent_changes(principal.tenant_pk),
+        # Which embedder search uses here: a model that could not load (hashing instead) is said, never silent.
+        "embedder": embedder_status(),
         # Rows a background task had to skip: owners and admins fix or exclude them.
         "task_failures": (
             task_failures.recent_failures(principal.tenant_pk)[:20] if principal.has_role("owner", "admin") else []

@@ -16,6 +16,7 @@ from django.db import transaction
 from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
+from memory_admin.derived import embedding
 from memory_admin.derived.lineage import regenerate_summary
 from memory_admin.derived.models import Propagation, Summary
 from memory_admin.derived.vectors import VectorEntry, VectorIndex, get_index
@@ -34,7 +35,8 @@ CAME_INTO_EFFECT = "marked_usable"
 
 
 def record_text(record: MemoryRecord) -> str:
-    return f"{record.subject_id} {record.predicate}: {record.value}"
+    """The text a record's vector entry embeds (embedding.record_text)."""
+    return embedding.record_text(record.subject_id, record.predicate, record.value)
 
 
 @shared_task(autoretry_for=(OSError,), retry_backoff=True, max_retries=5)

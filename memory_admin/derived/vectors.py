@@ -51,7 +51,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from django.conf import settings
 
-from memory_admin.derived.embedding import Embedder, get_embedder
+from memory_admin.derived.embedding import Embedder, get_embedder, query_vector
+from memory_admin.lib.errors import DomainError
 
 logger = logging.getLogger(__name__)
 
@@ -93,8 +94,12 @@ _FRAGMENT_SHIFT = 32
 FILTER_INDEXES = (("tenant_id", "Bitmap"), ("project_id", "BTree"), ("kind", "Bitmap"), ("usable", "Bitmap"))
 
 
-class EmbedderMismatchError(RuntimeError):
-    """The table on disk was built by a different embedder; its vectors are not comparable."""
+class EmbedderMismatchError(DomainError, RuntimeError):
+    """The table on disk was built by a different embedder; its vectors are not comparable. A door answers 503
+    with what to run (`manage.py reindex_vectors --rebuild`), never a 500."""
+
+    code = "index_rebuild_needed"
+    status = 503
 
 
 @dataclass(frozen=True)
@@ -276,15 +281,33 @@ class VectorIndex:
                 self._table = table
             return self._table
 
+    def stored_embedder(self) -> str | None:
+        """The embedder the table on disk was built by (None: no table yet)."""
+        try:
+            table = self._connect().open_table(TABLE_NAME)
+        except (ValueError, FileNotFoundError):
+            return None
+        stored = (table.schema.metadata or {}).get(_EMBEDDER_KEY, b"").decode()
+        return stored or "an unknown embedder"
+
+    def recreate(self) -> None:
+        """Drop the table and create it empty for the current embedder (`reindex_vectors --rebuild` then fills it).
+        Under the exclusive lock: no other process of this index reads or writes meanwhile."""
+        with self._mutex, self._flock(exclusive=True):
+            db = self._connect()
+            with contextlib.suppress(ValueError, FileNotFoundError):
+                db.drop_table(TABLE_NAME)
+            self._table = db.create_table(TABLE_NAME, schema=self.schema, exist_ok=False)
+
     def _check_schema(self, schema: pa.Schema) -> None:
         vector_type = schema.field("vector").type
         stored_dim = getattr(vector_type, "list_size", None)
         stored_name = (schema.metadata or {}).get(_EMBEDDER_KEY, b"").decode()
         if stored_dim != self.embedder.dim or (stored_name and stored_name != self.embedder.name):
             raise EmbedderMismatchError(
-                f"vector index at {self.path} was built by {stored_name or 'an unknown embedder'} "
-                f"(dim {stored_dim}); the current embedder is {self.embedder.name} (dim {self.embedder.dim}). "
-                "Rebuild the index (delete the directory and re-index) or restore the old embedder settings."
+                f"The search index was built by {stored_name or 'an unknown embedder'} (dim {stored_dim}); this "
+                f"server embeds with {self.embedder.name} (dim {self.embedder.dim}), and the two are not comparable. "
+                "Run `manage.py reindex_vectors --rebuild` (or restore the old EMBEDDER setting)."
             )
 
     def _read(self, op: Callable[[Any], _T]) -> _T:
@@ -420,7 +443,7 @@ class VectorIndex:
         if k <= 0:
             return []
         return self.search_vector(
-            self.embedder.embed([text])[0],
+            query_vector(self.embedder, text),
             tenant_id=tenant_id,
             project_id=project_id,
             k=k,
