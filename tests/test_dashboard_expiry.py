@@ -13,7 +13,7 @@ from playwright.sync_api import Browser, expect
 
 from memory_admin.accounts.models import Principal
 from memory_admin.memory import expiry
-from memory_admin.memory.models import ExpiryRequest, MemoryRecord
+from memory_admin.memory.models import ExpiryRequest, FieldPolicy, MemoryRecord
 from tests.test_browser import CHROMIUM_ARGS, PASSWORD, browser, demo  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -82,3 +82,14 @@ def test_an_owner_declines_with_a_reason_then_approves_another(browser: Browser,
         expect(tab.locator("body")).to_contain_text("No agent is waiting for a decision.")
     finally:
         context.close()
+
+
+def test_an_admin_lets_agents_expire_their_own_facts_of_a_field_on_the_policy_page(admin) -> None:
+    from tests.test_dashboard_rechecks import POLICY_FORM, signed_in
+
+    client = signed_in(admin)
+    assert client.post("/policies/new/", {**POLICY_FORM, "agents_expire_own": "on"}).status_code == 302
+    policy = FieldPolicy.objects.get(predicate=POLICY_FORM["predicate"])
+    assert policy.agents_expire_own is True
+    page = client.get(f"/policies/{policy.pk}/").content.decode()
+    assert 'name="agents_expire_own"' in page and "checked" in page.split('name="agents_expire_own"')[1][:40]

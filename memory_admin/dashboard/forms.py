@@ -164,6 +164,11 @@ class PolicyForm(forms.Form):
     )
     risk = forms.ChoiceField(choices=[("low", "Low"), ("high", "High")])
     retention_days = forms.IntegerField(required=False, min_value=1, max_value=validation.MAX_RETENTION_DAYS)
+    agents_expire_own = forms.BooleanField(
+        required=False,
+        label="Agents may expire facts they asserted themselves (not on a high-risk field; otherwise an agent's "
+        "delete is a request an owner approves)",
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -260,6 +265,7 @@ class PolicyForm(forms.Form):
             "on_failure": data["on_failure"],
             "risk": data["risk"],
             "retention_days": data["retention_days"],
+            "agents_expire_own": data["agents_expire_own"],
         }
 
     @classmethod
@@ -280,6 +286,7 @@ class PolicyForm(forms.Form):
             "on_failure": policy.on_failure,
             "risk": policy.risk,
             "retention_days": policy.retention_days,
+            "agents_expire_own": policy.agents_expire_own,
         }
 
 
