@@ -9,8 +9,7 @@ import pytest
 from django.utils import timezone
 
 from memory_admin.derived.models import ContextItem, ContextLoad, Invalidation
-from memory_admin.derived.tasks import refresh_record_vectors
-from memory_admin.memory.actions import assert_fact
+from memory_admin.memory.actions import assert_fact, exclude_record
 from tests.conftest import DEADLINE, at, deadline
 
 FACTS = "/api/v1/facts/current/"
@@ -73,7 +72,6 @@ def test_context_expires_at_sets_when_the_load_lapses(api, other_agent, oct30):
 
 def test_a_search_with_session_id_registers_only_the_usable_hits(api, agent, other_agent, oct30):
     new = move_deadline(agent, oct30)
-    refresh_record_vectors([oct30.memory_id, new.memory_id])  # what the worker does after commit
     response = api(other_agent).get(SEARCH, {**QUERY, "include": "all", "session_id": "sess-9"})
     assert response.status_code == 200
     hits = {h["memory_id"]: h["usable"] for h in response.json()["results"]}
@@ -85,9 +83,8 @@ def test_a_search_with_session_id_registers_only_the_usable_hits(api, agent, oth
     assert not Invalidation.objects.exists()  # the held-back (superseded) hit was never registered
 
 
-def test_a_search_whose_hits_are_all_held_back_registers_nothing(api, agent, other_agent, oct30):
-    refresh_record_vectors([oct30.memory_id])
-    move_deadline(agent, oct30)  # the new record is not indexed yet: the only hit is superseded
+def test_a_search_whose_hits_are_all_held_back_registers_nothing(api, owner, other_agent, oct30):
+    exclude_record(owner, oct30.memory_id, "kept, not for agents")  # the only hit is held back (excluded)
     response = api(other_agent).get(SEARCH, {**QUERY, "include": "all", "session_id": "sess-9"})
     assert response.status_code == 200
     assert [h["usable"] for h in response.json()["results"]] == [False]
@@ -108,7 +105,6 @@ def test_a_bad_session_id_is_400_and_registers_nothing(api, other_agent, oct30, 
 
 
 def test_without_session_id_nothing_is_registered(api, other_agent, oct30):
-    refresh_record_vectors([oct30.memory_id])
     client = api(other_agent)
     fact = client.get(FACTS, DEADLINE).json()
     found = client.get(SEARCH, QUERY).json()

@@ -1,5 +1,6 @@
 """Search hits carry the governance facts `facts/current` gives for the same fact (one rule, one instant),
-computed for all k hits in a constant number of queries."""
+computed for all k hits in a constant number of queries. The facts are searched right after their writes, as an
+agent does: found before their vector entries are written (read-your-writes), with no refresh run by hand."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from memory_admin.derived.tasks import refresh_record_vectors
 from memory_admin.memory.actions import Assertion, assert_fact
 from memory_admin.memory.models import FieldPolicy
 from memory_admin.memory.rechecks import report_recheck
@@ -105,12 +105,12 @@ def test_hits_carry_what_facts_current_says(api, agent, block_action):
     report_recheck(agent, overdue, outcome="source_unavailable", error="connection refused")
     # Never verified itself: the successor of a verified revision (the last verified value is the earlier one).
     # A tracker that is not the canonical source, so that an unverified revision may supersede a verified one.
-    first = assert_fact(
+    assert_fact(
         agent,
         other_deadline("task-proposal-019", "2026-11-07T17:00+09:00", "r1", past, ref="tracker:"),
         now=past,
         verified_at=past,
-    ).record
+    )
     successor = assert_fact(
         agent,
         other_deadline(
@@ -125,7 +125,6 @@ def test_hits_carry_what_facts_current_says(api, agent, block_action):
     assert successor.status == "accepted" and successor.revision == 2
     # Never verified, on a field without a policy: an answer may be acted on.
     free = assert_fact(agent, note("task-proposal-020", "submission deadline proposal moved", past)).record
-    refresh_record_vectors([r.memory_id for r in (fresh, overdue, first, successor, free)])
 
     client = api(agent)
     hits = hits_by_id(client)
@@ -164,7 +163,6 @@ def test_held_back_hits_carry_no_governance_facts(api, agent, block_action):
     new = assert_fact(
         agent, deadline("2026-11-02T17:00+09:00", "r18", past + timedelta(hours=1), ref=tracker, expected_revision=1)
     ).record
-    refresh_record_vectors([old.memory_id, new.memory_id])
     hits = hits_by_id(api(agent), include="all")
     held = hits[old.memory_id]
     assert held["usable"] is False and held["reason_code"] == "superseded"
@@ -202,7 +200,6 @@ def test_the_facts_of_k_hits_take_a_constant_number_of_queries(api, agent, block
             report_recheck(agent, first, outcome="source_unavailable", error="down")
             report_recheck(agent, second, outcome="source_unavailable", error="down")
             ids += [first.memory_id, second.memory_id]
-        refresh_record_vectors(ids)
         return ids
 
     client = api(agent)

@@ -431,6 +431,9 @@ class InvalidationViewSet(viewsets.ViewSet):
 
 class SearchQuerySerializer(ContextOnReadSerializer):
     project_id = IdentifierField("project_id", required=False)
+    # Filters, pushed into the index query and re-checked on the records (README "Retrieval").
+    subject_id = IdentifierField("subject_id", required=False)
+    predicate = IdentifierField("predicate", required=False)
     q = serializers.CharField(max_length=2000)
     k = serializers.IntegerField(min_value=1, max_value=100, default=10)
     include = serializers.ChoiceField(choices=["usable", "all"], default="usable")
@@ -446,7 +449,18 @@ class SearchHitSerializer(serializers.Serializer):
     value = serializers.JSONField()
     status = serializers.CharField()
     revision = serializers.IntegerField()
-    score = serializers.FloatField()
+    score = serializers.FloatField(
+        allow_null=True,
+        help_text="Cosine similarity of the query's and the record's embeddings, in [-1, 1], higher is closer; "
+        'null for a keyword match (`match: "keyword"`: written a moment ago, not embedded yet).',
+    )
+    match = serializers.ChoiceField(
+        choices=[search.Match.VECTOR, search.Match.KEYWORD],
+        help_text="vector: proposed by the vector index; keyword: not embedded yet, matched by the query's words.",
+    )
+    rank = serializers.IntegerField(
+        min_value=1, help_text="1-based place in the answer (reciprocal-rank fusion of vector and keyword hits)."
+    )
     usable = serializers.BooleanField()
     current_memory_id = serializers.CharField(allow_null=True)
     current_value = serializers.JSONField(allow_null=True)
@@ -490,6 +504,8 @@ class SearchViewSet(viewsets.ViewSet):
             q=data["q"],
             k=data["k"],
             include_all=data["include"] == "all",
+            subject_id=data.get("subject_id"),
+            predicate=data.get("predicate"),
         )
         answer: dict[str, Any] = {"results": SearchResultSerializer({"results": result.results}).data["results"]}
         if "session_id" in data:

@@ -43,12 +43,21 @@ def retrieval(request: HttpRequest) -> HttpResponse:
     principal = principal_of(request)
     q = request.GET.get("q", "").strip()[:2000]
     project = request.GET.get("project", "").strip()[:100] or None
+    subject = request.GET.get("subject", "").strip()[:200] or None
+    predicate = request.GET.get("predicate", "").strip()[:200] or None
     result = None
     error = ""
     if q:
         try:
-            result = search.search(principal, project_id=project, q=q, k=10)
+            result = search.search(principal, project_id=project, q=q, k=10, subject_id=subject, predicate=predicate)
         except OSError as exc:  # the index on disk cannot be read
             error = f"The vector index could not be read: {exc}"
-    context = {"q": q, "project": project or "", "result": result, "error": error}
+    context = {
+        "q": q,
+        "project": project or "",
+        "subject": subject or "",
+        "predicate": predicate or "",
+        "result": result,
+        "error": error,
+    }
     return render(request, "dashboard/retrieval.html", context)

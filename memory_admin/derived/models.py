@@ -409,3 +409,27 @@ class ExportFile(models.Model):
 
     def __str__(self) -> str:
         return self.path
+
+
+class PendingVector(models.Model):
+    """A record whose vector entry is not written yet (read-your-writes for search, README "Retrieval").
+
+    Written in the transaction that wrote the record (the `records_changed` hook, `propagation.mark_pending`), and
+    deleted by `tasks.refresh_record_vectors` once the entry is in the index. Until then `search` matches the record
+    from the database by its words and merges it into the index's ranking, under the same usability rule, so a
+    fact is findable the moment its write is acknowledged. No copy of the content: the record is read through the
+    live manager (a deletion's hiding applies), and the row goes with the record when a purge deletes it (CASCADE).
+    """
+
+    record = models.OneToOneField(MemoryRecord, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+", db_index=False)  # see Meta
+    queued_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [
+            # search: the tenant's newest pending records (`search.pending_matches`, newest first, bounded).
+            models.Index(fields=["tenant", "-record"], name="pending_vector_newest"),
+        ]
+
+    def __str__(self) -> str:
+        return f"record {self.record_id} awaits its vector entry"

@@ -24,6 +24,7 @@ from memory_admin.derived.models import (
     ContextItem,
     ContextLoad,
     Invalidation,
+    PendingVector,
     Propagation,
     ScheduledAction,
     Summary,
@@ -299,9 +300,20 @@ def _evict_cached(records: QuerySet[MemoryRecord], now: datetime) -> list[str]:
 
 
 def refresh_vectors_after_commit(records: Sequence[MemoryRecord]) -> None:
-    """Memory's `records_changed` hook: the records' vector entries are refreshed after commit (one message
-    per transaction)."""
+    """Memory's `records_changed` hook: the records are marked pending in the writing transaction (search finds
+    them from the database at once: read-your-writes), and their vector entries are refreshed after commit (one
+    message per transaction), which clears the marks."""
+    mark_pending(records)
     enqueue_batched_after_commit(task_refs.refresh_record_vectors(), [r.memory_id for r in records])
+
+
+def mark_pending(records: Sequence[MemoryRecord]) -> None:
+    """A `PendingVector` row per record, in one INSERT (a record already marked keeps its row). A status change of
+    an indexed record is marked too: the hook cannot tell it from a new record, and a mark too many costs a keyword
+    match until the refresh queued with it clears it, never a wrong answer (search decides usability)."""
+    marks = [PendingVector(record_id=r.pk, tenant_id=r.tenant_id) for r in records if r.pk is not None]
+    if marks:
+        PendingVector.objects.bulk_create(marks, ignore_conflicts=True)
 
 
 def _dependant_kinds(pks: list[int], now: datetime) -> set[str]:

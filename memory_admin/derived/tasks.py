@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from memory_admin.derived import embedding
 from memory_admin.derived.lineage import regenerate_summary
-from memory_admin.derived.models import Propagation, Summary
+from memory_admin.derived.models import PendingVector, Propagation, Summary
 from memory_admin.derived.vectors import VectorEntry, VectorIndex, get_index
 from memory_admin.memory.models import MemoryRecord
 from memory_admin.queueing import enqueue_batched_after_commit
@@ -43,7 +43,8 @@ def record_text(record: MemoryRecord) -> str:
 def refresh_record_vectors(memory_ids: list[str]) -> int:
     """Embed records (or re-mark them): each entry carries memory_id and revision, and is usable only
     while its record is the current belief (accepted and valid now: a successor not yet in effect is
-    unusable, today's value stays usable until the hand-over). Idempotent: it reads the records' state now."""
+    unusable, today's value stays usable until the hand-over). Idempotent: it reads the records' state now.
+    Then the records' `PendingVector` marks are cleared: search finds them in the index from now on."""
     # The live manager leaves out tombstoned records, so a refresh queued before a deletion and run
     # after it cannot bring a deleted memory back into the index.
     records = list(MemoryRecord.objects.filter(memory_id__in=memory_ids).select_related("project"))
@@ -65,6 +66,8 @@ def refresh_record_vectors(memory_ids: list[str]) -> int:
             for r in records
         ]
     )
+    # The entries are in the index: search stops matching these records from the database (read-your-writes).
+    PendingVector.objects.filter(record_id__in=[r.pk for r in records]).delete()
     try:
         queue_ann_index_build_if_due(get_index())
     except Exception:  # the entries are written; a failed size check must not fail (and retry) the refresh

@@ -118,7 +118,8 @@ class VectorEntry:
 
 @dataclass(frozen=True)
 class Hit:
-    """A search result; `score` is cosine similarity (1 - cosine distance), higher is closer."""
+    """A search result; `score` is cosine similarity in [-1, 1], higher is closer: LanceDB's cosine metric
+    answers the distance 1 - cos (0 to 2), turned back here."""
 
     entry_id: str
     kind: str
@@ -434,8 +435,10 @@ class VectorIndex:
         k: int,
         usable_only: bool = True,
         kind: str | None = None,
+        object_ids: Sequence[str] | None = None,
     ) -> list[Hit]:
-        """Top-`k` rows by cosine similarity to `text`, among the tenant's (and project's) rows.
+        """Top-`k` rows by cosine similarity to `text`, among the tenant's (and project's) rows, and only
+        the rows of `object_ids` when given (search's subject and predicate filters, resolved in the database).
 
         The filter is applied before the nearest-neighbour search (prefilter), so `k` hits come back
         whenever `k` rows match the filter, with or without the ANN index (see `search_vector`).
@@ -449,6 +452,7 @@ class VectorIndex:
             k=k,
             usable_only=usable_only,
             kind=kind,
+            object_ids=object_ids,
         )
 
     def search_vector(
@@ -460,6 +464,7 @@ class VectorIndex:
         k: int,
         usable_only: bool = True,
         kind: str | None = None,
+        object_ids: Sequence[str] | None = None,
         exact: bool = False,
         nprobes: int | None = None,
         refine_factor: int | None = None,
@@ -482,6 +487,10 @@ class VectorIndex:
             conditions.append("usable = true")
         if kind is not None:
             conditions.append(f"kind = {sql_str(kind)}")
+        if object_ids is not None:
+            if not object_ids:
+                return []
+            conditions.append(_in("object_id", dict.fromkeys(object_ids)))
         where = " AND ".join(conditions)
         probes = int(nprobes if nprobes is not None else _setting("VECTOR_ANN_NPROBES", 10))
         refine = int(refine_factor if refine_factor is not None else _setting("VECTOR_ANN_REFINE_FACTOR", 10))

@@ -308,10 +308,13 @@ def build_server() -> MCPServer:
         q: Annotated[str, Field(description="What to look for, in words")],
         project_id: str | None = None,
         k: Annotated[int, Field(ge=1, le=100, description="How many results")] = 10,
+        subject_id: Annotated[str | None, Field(description="Only this subject's memories")] = None,
+        predicate: Annotated[str | None, Field(description="Only memories of this field")] = None,
     ) -> CallToolResult:
-        """Search memory by meaning. Only usable records (current beliefs) come back, each with its status;
-        stale copies the index still holds are left out."""
-        return await _call("search_memory", q=q, project_id=project_id, k=k)
+        """Search memory by meaning. Only usable records (current beliefs) come back, best first, each with its
+        status, rank and score (cosine similarity in [-1, 1]; null for a keyword match of a memory written a
+        moment ago, not embedded yet); stale copies the index still holds are left out."""
+        return await _call("search_memory", q=q, project_id=project_id, k=k, subject_id=subject_id, predicate=predicate)
 
     @server.tool(annotations=READ)
     async def list_conflicts(project_id: str | None = None) -> CallToolResult:

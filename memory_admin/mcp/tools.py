@@ -272,23 +272,51 @@ def history(
 
 class _SearchArgs(serializers.Serializer):
     project_id = fields.IdentifierField("project_id", required=False)
+    subject_id = fields.IdentifierField("subject_id", required=False)
+    predicate = fields.IdentifierField("predicate", required=False)
     q = serializers.CharField(max_length=2000)
     k = serializers.IntegerField(min_value=1, max_value=100, default=10)
 
 
-def search_memory(principal: Principal, *, q: str, project_id: str | None = None, k: int = 10) -> Answer:
-    data = _parse(_SearchArgs, {"q": q, "project_id": project_id, "k": k})
-    found = search.search(principal, project_id=data.get("project_id"), q=data["q"], k=data["k"])
+def search_memory(
+    principal: Principal,
+    *,
+    q: str,
+    project_id: str | None = None,
+    k: int = 10,
+    subject_id: str | None = None,
+    predicate: str | None = None,
+) -> Answer:
+    data = _parse(
+        _SearchArgs, {"q": q, "project_id": project_id, "k": k, "subject_id": subject_id, "predicate": predicate}
+    )
+    found = search.search(
+        principal,
+        project_id=data.get("project_id"),
+        q=data["q"],
+        k=data["k"],
+        subject_id=data.get("subject_id"),
+        predicate=data.get("predicate"),
+    )
     hits = [hit_payload(hit) for hit in found.results]
     lines = [
-        f"{i}. {h['subject_id']}.{h['predicate']} = {_show(h['value'])} ({h['status']}, memory {h['memory_id']} "
-        f"r{h['revision']}, score {h['score']})"
-        for i, h in enumerate(hits, 1)
+        f"{h['rank']}. {h['subject_id']}.{h['predicate']} = {_show(h['value'])} ({h['status']}, memory {h['memory_id']} "
+        f"r{h['revision']}, {_match(h)})"
+        for h in hits
     ]
     summary = (
-        f"{len(hits)} usable memories (current beliefs only):\n" + "\n".join(lines) if hits else "No usable memory."
+        f"{len(hits)} usable memories (current beliefs only), best first:\n" + "\n".join(lines)
+        if hits
+        else "No usable memory."
     )
     return Answer({"results": hits, "held_back": len(found.held_back)}, summary)
+
+
+def _match(hit: dict[str, Any]) -> str:
+    """How a hit was found, for the summary line: its cosine similarity, or a keyword match (not embedded yet)."""
+    if hit["score"] is None:
+        return "keyword match, just written"
+    return f"similarity {hit['score']:.3f}"
 
 
 def list_conflicts(principal: Principal, *, project_id: str | None = None) -> Answer:

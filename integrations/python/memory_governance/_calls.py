@@ -151,10 +151,16 @@ def search(
     include: Include = "usable",
     session_id: str | None = None,
     context_expires_at: datetime | str | None = None,
+    *,
+    subject_id: str | None = None,
+    predicate: str | None = None,
 ) -> Call[SearchResult]:
-    """With `session_id`, the usable hits are registered as a context load (as `current`)."""
+    """With `session_id`, the usable hits are registered as a context load (as `current`). `subject_id` and
+    `predicate` narrow the search on the server."""
     params = {
         "project_id": project_id,
+        "subject_id": subject_id,
+        "predicate": predicate,
         "q": q,
         "k": k,
         "include": include,

@@ -182,9 +182,25 @@ class Client:
         include: Include = "usable",
         session_id: str | None = None,
         context_expires_at: datetime | str | None = None,
+        *,
+        subject_id: str | None = None,
+        predicate: str | None = None,
     ) -> SearchResult:
-        """Top-k hits; with `session_id` the usable ones are registered as a context load (`context_load`)."""
-        return self.send(_calls.search(project_id, q, k, include, session_id, context_expires_at))
+        """Top-k hits, best first (`rank`; `score` is cosine similarity, null for a keyword match of a record not
+        embedded yet); with `session_id` the usable ones are registered as a context load (`context_load`).
+        `subject_id` and `predicate` narrow the search on the server."""
+        return self.send(
+            _calls.search(
+                project_id,
+                q,
+                k,
+                include,
+                session_id,
+                context_expires_at,
+                subject_id=subject_id,
+                predicate=predicate,
+            )
+        )
 
     def disputes(self, status: DisputeStatus = "open") -> Iterator[Dispute]:
         return self._pages(_calls.disputes(status))
@@ -404,8 +420,22 @@ class AsyncClient:
         include: Include = "usable",
         session_id: str | None = None,
         context_expires_at: datetime | str | None = None,
+        *,
+        subject_id: str | None = None,
+        predicate: str | None = None,
     ) -> SearchResult:
-        return await self.send(_calls.search(project_id, q, k, include, session_id, context_expires_at))
+        return await self.send(
+            _calls.search(
+                project_id,
+                q,
+                k,
+                include,
+                session_id,
+                context_expires_at,
+                subject_id=subject_id,
+                predicate=predicate,
+            )
+        )
 
     def disputes(self, status: DisputeStatus = "open") -> AsyncIterator[Dispute]:
         return self._pages(_calls.disputes(status))

@@ -420,13 +420,19 @@ class GovernedStore(BaseStore):
         candidates: list[_Proposed] = []
         registered = False
         if op.query:
-            # The index proposes: ask for more than needed when hits of other subjects may be dropped.
-            k = min(_MAX_K, needed * (1 if wanted is None and not op.filter else 5))
+            # The namespace's subject narrows the search on the server (its index query and its records); a value
+            # filter is applied here, so ask for more than needed then.
+            k = min(_MAX_K, needed * (5 if op.filter else 1))
             # The server registers every usable hit: only when this store returns them all (no filter here,
             # nothing skipped), else what is returned is registered after the batch.
-            exact = wanted is None and not op.filter and op.offset == 0 and k == op.limit
+            exact = not op.filter and op.offset == 0 and k == op.limit
             found = yield _calls.search(
-                self.mapping.project_id, op.query, k, "usable", **(self._on_read() if exact else {})
+                self.mapping.project_id,
+                op.query,
+                k,
+                "usable",
+                subject_id=wanted,
+                **(self._on_read() if exact else {}),
             )
             registered = exact and self._registered_by_read(found)
             for hit in found["results"]:

@@ -182,7 +182,11 @@ class SearchHit(TypedDict):
     value: Any
     status: str
     revision: int
-    score: float
+    # Cosine similarity in [-1, 1] (higher is closer) for a `match` of "vector"; None for "keyword" (written a moment
+    # ago, not embedded yet, found by its words). `rank`: 1-based place in the answer.
+    score: float | None
+    match: Literal["vector", "keyword"]
+    rank: int
     usable: bool
     current_memory_id: str | None
     current_value: Any
