@@ -130,5 +130,19 @@ bench-rls: $(STAMP)
 bench-vectors: $(STAMP)
 	$(PY) bench/vectors.py $(BENCH_ARGS)
 
+# Retrieval quality through GET /search/ for each embedder (recall@1/@5, MRR, stale-in-top-5), embedding cost and
+# query latency, on its own PostgreSQL database (bench/retrieval.py, README "Retrieval").
+.PHONY: bench-retrieval
+bench-retrieval: $(STAMP)
+	@set -euo pipefail; \
+	db_url=$$(bin/ensure-postgres); \
+	DATABASE_URL="$${db_url%/*}/memory_admin_bench_retrieval" $(PY) bench/retrieval.py $(BENCH_ARGS)
+
+# Search latency at 100k and 1M synthetic vectors of the default embedder's dimension: the product's search path
+# beside the exact scan, in the same run (bench/vectors.py; about 15 minutes on 2 cores).
+.PHONY: bench-retrieval-scale
+bench-retrieval-scale: $(STAMP)
+	$(PY) bench/vectors.py --vectors 100000 1000000 --queries 500 --exact-queries 20 --refine 10 $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) var

@@ -4,6 +4,7 @@ Run (no database; the index lives in a fresh folder under var/bench-vectors-ann/
 unless --keep):
 
     .venv/bin/python bench/vectors.py [--vectors 1000000] [--queries 1000] [--quick]
+    .venv/bin/python bench/vectors.py --vectors 100000 1000000   # make bench-retrieval-scale: sizes in turn
 
 1. Loads N vectors of the project's embedding dimension (`get_embedder().dim`) with
    `VectorIndex.bulk_add`, in the index's own schema: 95% in the measured tenant, 5% in another one
@@ -21,7 +22,8 @@ unless --keep):
 
 Prints p50/p95 ms per configuration, recall@10 (over all Q queries), the speed-up over the exact scan
 in the same run, and the load average before and after. Nothing is asserted. `--quick` means 100k
-vectors and 200 queries. `make bench-stores` runs it at 250k vectors (`--only vectors`).
+vectors and 200 queries. `make bench-stores` runs it at 250k vectors (`--only vectors`). Several `--vectors` sizes
+run one after the other and end with a table of the exact scan beside the configuration the settings search with.
 """
 
 from __future__ import annotations
@@ -97,16 +99,21 @@ class Timing:
 def make_vectors(rng: Any, n: int, dim: int, data: str, centres: Any) -> Any:
     import numpy as np
 
-    if data == "uniform":
-        vectors = rng.standard_normal((n, dim), dtype=np.float32)
-    else:
-        # Each vector is a cluster centre plus noise of 0.6x its length: neighbours share a cluster,
-        # yet within-cluster distances vary as they do for real embeddings.
-        picks = rng.integers(0, len(centres), size=n)
-        noise = rng.standard_normal((n, dim), dtype=np.float32) * np.float32(0.6 / np.sqrt(dim))
-        vectors = centres[picks] + noise
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors.astype(np.float32)
+    # Filled in chunks, so a million 896-dimension vectors (3.6 GB) never need two or three temporary copies.
+    vectors = np.empty((n, dim), dtype=np.float32)
+    for start in range(0, n, 50_000):
+        count = min(50_000, n - start)
+        if data == "uniform":
+            chunk = rng.standard_normal((count, dim), dtype=np.float32)
+        else:
+            # Each vector is a cluster centre plus noise of 0.6x its length: neighbours share a cluster,
+            # yet within-cluster distances vary as they do for real embeddings.
+            picks = rng.integers(0, len(centres), size=count)
+            noise = rng.standard_normal((count, dim), dtype=np.float32) * np.float32(0.6 / np.sqrt(dim))
+            chunk = centres[picks] + noise
+        chunk /= np.linalg.norm(chunk, axis=1, keepdims=True)
+        vectors[start : start + count] = chunk
+    return vectors
 
 
 def load(index: Any, vectors: Any, tenants: Any, batch: int) -> None:
@@ -138,17 +145,19 @@ def exact_top_k(vectors: Any, mask: Any, queries: Any, k: int) -> list[set[str]]
     """The exact top k object ids of every query among the masked rows (cosine = dot on unit vectors)."""
     import numpy as np
 
-    rows = np.flatnonzero(mask)
-    subset = vectors[rows]
+    # Rows outside the mask score -inf rather than being copied out: no second copy of the vectors.
+    excluded = np.where(mask, np.float32(0), np.float32(-np.inf))
     truth: list[set[str]] = []
     for start in range(0, len(queries), 50):
-        scores = queries[start : start + 50] @ subset.T
+        scores = queries[start : start + 50] @ vectors.T + excluded
         top = np.argpartition(-scores, k, axis=1)[:, :k]
-        truth.extend({f"mem-{rows[j]:08d}" for j in line} for line in top)
+        truth.extend({f"mem-{j:08d}" for j in line} for line in top)
     return truth
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """One size (`args.vectors`): prints its figures; returns the exact scan's and the product configuration's
+    (`VECTOR_ANN_NPROBES`, `VECTOR_ANN_REFINE_FACTOR`, when in the grid) for the summary of several sizes."""
     configure()
     import numpy as np
 
@@ -262,10 +271,34 @@ def run(args: argparse.Namespace) -> int:
             say("\nno configuration reached recall 0.95")
         say(f"index build {build_s:.1f} s for {n:,} vectors")
         say(f"{load_average()} at end")
+        from django.conf import settings
+
+        product = f"ANN nprobes={settings.VECTOR_ANN_NPROBES} refine_factor={settings.VECTOR_ANN_REFINE_FACTOR}"
+        return {
+            "vectors": n,
+            "dim": dim,
+            "exact": exact,
+            "product": next((t for t in results if t.label == product), None),
+            "ann_min_rows": int(settings.VECTOR_ANN_MIN_ROWS),
+        }
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
-    return 0
+
+
+def print_summary(summaries: list[dict[str, Any]]) -> None:
+    """Several sizes side by side: the exact scan and the configuration the product searches with."""
+    say("\n# Summary: the product's search path (VectorIndex.search_vector, tenant prefilter, k=10)")
+    say("| vectors | dim | exact scan p50 / p95 ms | ANN (settings) p50 / p95 ms | recall@10 | a search there uses |")
+    say("|---|---|---|---|---|---|")
+    for row in summaries:
+        exact, product = row["exact"], row["product"]
+        ann = f"{product.p50:.1f} / {product.p95:.1f}" if product else "(not in the grid)"
+        recall = f"{product.recall:.3f}" if product else "-"
+        uses = (
+            "the ANN index" if row["vectors"] >= row["ann_min_rows"] else "the exact scan (below VECTOR_ANN_MIN_ROWS)"
+        )
+        say(f"| {row['vectors']:,} | {row['dim']} | {exact.p50:.1f} / {exact.p95:.1f} | {ann} | {recall} | {uses} |")
 
 
 def bench_vectors(vectors: int, queries: int) -> int:
@@ -275,7 +308,7 @@ def bench_vectors(vectors: int, queries: int) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--vectors", type=int, default=1_000_000)
+    parser.add_argument("--vectors", type=int, nargs="+", default=[1_000_000], help="one or more sizes, run in turn")
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--exact-queries", type=int, default=100, help="queries timed with the exact scan")
     parser.add_argument("--data", choices=["clustered", "uniform"], default="clustered")
@@ -293,9 +326,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="100k vectors, 200 queries")
     args = parser.parse_args(argv)
     if args.quick:
-        args.vectors, args.queries, args.exact_queries = 100_000, 200, 50
+        args.vectors, args.queries, args.exact_queries = [100_000], 200, 50
     args.exact_queries = min(args.exact_queries, args.queries)
-    return run(args)
+    sizes = list(args.vectors)
+    summaries = []
+    for n in sizes:
+        args.vectors = n
+        summaries.append(run(args))
+        say("")
+    if len(sizes) > 1:
+        print_summary(summaries)
+    return 0
 
 
 if __name__ == "__main__":
