@@ -297,6 +297,18 @@ def test_every_endpoint_answers_in_the_shape_its_schema_describes(
     hits = call("agent", "get", "/search/", 200, query="?q=submission+deadline&include=all")
     assert hits["results"]
 
+    # Expiry requests: an agent asks, an owner reads the queue, declines one and approves the next.
+    path = "/records/{memory_id}/expiry-requests/"
+    asked = call("agent", "post", path, 201, {"reason": "the user says it moved"}, memory_id=moved["memory_id"])
+    assert call("agent", "post", path, 200, {"reason": "again"}, memory_id=moved["memory_id"])["created"] is False
+    assert [r["id"] for r in call("owner", "get", "/expiry-requests/", 200)["results"]] == [asked["id"]]
+    call("owner", "get", "/expiry-requests/{request_id}/", 200, request_id=asked["id"])
+    decline = "/expiry-requests/{request_id}/decline/"
+    call("owner", "post", decline, 200, {"reason": "still right"}, request_id=asked["id"])
+    again = call("agent", "post", path, 201, {"reason": "asked again"}, memory_id=moved["memory_id"])
+    approved = call("owner", "post", "/expiry-requests/{request_id}/approve/", 200, {}, request_id=again["id"])
+    assert approved["status"] == "approved"
+
     # Curation (it ends a belief; before deletion hides the records): exclude and expire.
     call("owner", "post", "/records/{memory_id}/expire/", 200, {"reason": "over"}, memory_id=winner)
     call("owner", "post", "/records/{memory_id}/exclude/", 200, {"reason": "wrong"}, memory_id=moved["memory_id"])

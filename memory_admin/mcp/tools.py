@@ -457,6 +457,8 @@ _NEXT_STEP = {
     "authentication_failed": "Check the bearer token: it may be mistyped, revoked or expired. An admin issues a new "
     "one in the dashboard.",
     "not_authenticated": "Send the bearer token an admin issued to you.",
+    "index_rebuild_needed": "Search is unavailable until the operator re-embeds the index (detail says how). Read "
+    "facts you know the key of with recall meanwhile.",
     "internal_error": "The server failed to answer. Whether a write took effect is unknown: read before you retry it.",
     "throttled": "Too many calls; wait retry_after seconds before calling again.",
     "invalid": "Fix the arguments named in errors and call again.",
