@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 from django.core.signals import request_started
-from django.db import connections
 from memory_governance import (
     AsyncClient,
     BaseNotCurrent,
@@ -38,7 +37,6 @@ from memory_governance.errors import AuthenticationFailed, Forbidden
 
 from memory_admin.accounts.models import Principal
 from memory_admin.accounts.services import ensure_principal, issue_token
-from memory_admin.derived.tasks import refresh_record_vectors
 from memory_admin.memory import policies
 from memory_admin.memory.actions import Assertion, assert_fact
 
@@ -98,18 +96,6 @@ def server_requests() -> Iterator[list[str]]:
         yield seen
     finally:
         request_started.disconnect(count)
-
-
-def index_now(*memory_ids: str) -> None:
-    """What the worker does after commit (refresh_record_vectors), run here so search sees the writes."""
-    refresh_record_vectors(list(memory_ids))
-
-
-def index_in_a_thread(*memory_ids: str) -> None:
-    try:
-        index_now(*memory_ids)
-    finally:
-        connections.close_all()  # this thread's connection, which would outlive the test database
 
 
 def first_deadline(client: Client, value: str = "2026-10-30T17:00+09:00") -> t.AssertResult:
@@ -182,7 +168,7 @@ def test_every_method_of_the_sync_client_over_http(personas: Personas) -> None:
     assert agent.summary(summary["id"])["status"] == "stale"  # its base changed (regeneration waits for a worker)
     assert agent.scheduled_action(planned["id"])["status"] == "suspended"
 
-    index_now(first["memory_id"], second["memory_id"])
+    # Searched right after the writes (their vector entries still queued): read-your-writes.
     hits = agent.search(PROJECT, "submission deadline task-proposal-017", k=5)["results"]
     assert [h["memory_id"] for h in hits] == [second["memory_id"]]  # only the usable one
 
@@ -216,10 +202,47 @@ def test_every_method_of_the_sync_client_over_http(personas: Personas) -> None:
     assert report["stages"]["accepted_at"] and report["stages"]["removed_from_reads_at"]
 
 
+def test_search_finds_a_write_at_once_and_takes_subject_and_predicate_filters(personas: Personas) -> None:
+    agent = personas.client("agent-7")
+    mine = agent.assert_fact(
+        PROJECT, "sato", "meeting_room", "Room 3 weekly", valid_from=now(), source_ref="chat:1", source_revision="1"
+    )
+    for i in range(3):  # newer facts of other subjects and fields, with the same words
+        agent.assert_fact(
+            PROJECT,
+            f"other-{i}",
+            "meeting_room",
+            f"Room {i} weekly",
+            valid_from=now(),
+            source_ref=f"chat:o{i}",
+            source_revision="1",
+        )
+        agent.assert_fact(
+            PROJECT,
+            "sato",
+            f"note_{i}",
+            f"Room {i} weekly",
+            valid_from=now(),
+            source_ref=f"chat:n{i}",
+            source_revision="1",
+        )
+    found = agent.search(PROJECT, "room weekly", k=1, subject_id="sato", predicate="meeting_room")["results"]
+    assert [(h["memory_id"], h["match"], h["score"], h["rank"]) for h in found] == [
+        (mine["memory_id"], "keyword", None, 1)
+    ]
+    assert {h["subject_id"] for h in agent.search(PROJECT, "room weekly", k=10, subject_id="sato")["results"]} == {
+        "sato"
+    }
+    assert {h["predicate"] for h in agent.search(None, "room weekly", k=10, predicate="meeting_room")["results"]} == {
+        "meeting_room"
+    }
+    with pytest.raises(InvalidInput):
+        agent.search(PROJECT, "room", subject_id="../etc")
+
+
 def test_a_read_with_session_id_registers_the_context_load_in_the_same_call(personas: Personas) -> None:
     agent = personas.client("agent-7")
     first = first_deadline(agent)
-    index_now(first["memory_id"])
     fact = agent.current(**DEADLINE, session_id="s-read", context_expires_at=now() + timedelta(hours=1))
     assert fact["context_load"] is not None
     assert (fact["context_load"]["agent_id"], fact["context_load"]["session_id"]) == ("agent-7", "s-read")
@@ -294,7 +317,6 @@ def test_every_method_of_the_async_client_over_http(personas: Personas) -> None:
             await agent.ack("agent-7", notices[0]["id"])
             assert (await agent.summary(summary["id"]))["id"] == summary["id"]
             assert (await agent.scheduled_action(planned["id"]))["status"] == "suspended"
-            await asyncio.to_thread(index_in_a_thread, second["memory_id"])
             assert (await agent.search(PROJECT, "deadline", k=3))["results"][0]["memory_id"] == second["memory_id"]
             attempt = await agent.report_recheck(second["memory_id"], "not_checked")
             assert attempt["outcome"] == "not_checked"

@@ -54,18 +54,33 @@ def test_the_agents_page_says_when_nothing_is_open(owner, db):
 
 
 def test_the_retrieval_preview_shows_what_is_held_back(owner, agent, other_agent):
+    """Previewed right after the writes (no worker has embedded them): found by their words, shown by rank."""
     old, new = story(agent, other_agent)
-    refresh_record_vectors([old.memory_id, new.memory_id])
     response = signed_in(owner).get("/retrieval/?q=submission+deadline+proposal&project=project-a")
     result = response.context["result"]
     assert [h.record.memory_id for h in result.results] == [new.memory_id]
     assert [h.record.memory_id for h in result.held_back] == [old.memory_id]
-    assert "Held back" in response.content.decode()
+    page = response.content.decode()
+    assert "Held back" in page and "Match 1" in page and "just written, found by its words" in page
+
+
+def test_the_retrieval_preview_shows_ranks_not_scores_and_takes_filters(owner, agent, other_agent):
+    old, new = story(agent, other_agent)
+    refresh_record_vectors([old.memory_id, new.memory_id])  # indexed: the hits have cosine scores
+    client = signed_in(owner)
+    response = client.get("/retrieval/?q=submission+deadline+proposal")
+    hit = response.context["result"].results[0]
+    assert hit.match == "vector" and hit.rank == 1 and hit.score is not None
+    page = response.content.decode()
+    assert "Match 1" in page and f"{hit.score:.2f}" not in page and "just written" not in page
+    narrowed = client.get(f"/retrieval/?q=submission+deadline&subject={new.subject_id}&predicate=nothing_such")
+    assert narrowed.context["result"].results == [] and 'value="nothing_such"' in narrowed.content.decode()
 
 
 def test_the_pages_need_a_tenant_member(outsider, agent, other_agent):
     old, _ = story(agent, other_agent)
     client = signed_in(outsider)
     assert old.memory_id not in client.get("/agents/").content.decode()
+    assert client.get("/retrieval/?q=submission+deadline").context["result"].results == []  # not even pending ones
     refresh_record_vectors([old.memory_id])
     assert client.get("/retrieval/?q=submission+deadline").context["result"].results == []

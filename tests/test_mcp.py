@@ -99,6 +99,35 @@ def agent_token(agent) -> str:
 # --- Streamable HTTP ----------------------------------------------------------------------------------------
 
 
+def test_search_memory_finds_what_remember_just_wrote_and_takes_filters(live_server, agent_token):
+    """Remember, then recall by search in the same conversation: no worker embeds it first (read-your-writes). The
+    new optional arguments narrow it; the summary ranks the hits and says how each was found."""
+    room = {**REMEMBER, "subject_id": "sato", "predicate": "meeting_room", "value": "Room 3", "source_ref": "chat:1"}
+
+    async def session() -> list[Any]:
+        async with over_http(live_server.url, agent_token) as client:
+            await client.call_tool("remember", REMEMBER)
+            await client.call_tool("remember", room)
+            return [
+                await client.call_tool("search_memory", {"q": "submission deadline"}),
+                await client.call_tool("search_memory", {"q": "deadline room", "subject_id": "sato"}),
+                await client.call_tool("search_memory", {"q": "deadline room", "predicate": "submission_deadline"}),
+                await client.call_tool("search_memory", {"q": "room", "project_id": "project-b"}),
+                await client.call_tool("search_memory", {"q": "room", "subject_id": "../etc"}),
+            ]
+
+    found, by_subject, by_predicate, elsewhere, bad = run(session)
+    hits = data(found)["results"]
+    assert [(h["subject_id"], h["rank"], h["match"], h["score"]) for h in hits] == [
+        ("task-proposal-017", 1, "keyword", None)
+    ]
+    assert "1. task-proposal-017.submission_deadline" in summary(found) and "keyword match" in summary(found)
+    assert [h["subject_id"] for h in data(by_subject)["results"]] == ["sato"]
+    assert [h["predicate"] for h in data(by_predicate)["results"]] == ["submission_deadline"]
+    assert data(elsewhere)["results"] == []
+    assert bad.is_error and data(bad)["code"] == "invalid" and "subject_id" in data(bad)["errors"]
+
+
 def test_it_lists_the_tools_and_remembers_then_recalls_over_http(live_server, agent, agent_token):
     async def session() -> tuple[set[str], Any, Any, Any]:
         async with over_http(live_server.url, agent_token) as client:

@@ -311,9 +311,25 @@ def mark_pending(records: Sequence[MemoryRecord]) -> None:
     """A `PendingVector` row per record, in one INSERT (a record already marked keeps its row). A status change of
     an indexed record is marked too: the hook cannot tell it from a new record, and a mark too many costs a keyword
     match until the refresh queued with it clears it, never a wrong answer (search decides usability)."""
-    marks = [PendingVector(record_id=r.pk, tenant_id=r.tenant_id) for r in records if r.pk is not None]
-    if marks:
-        PendingVector.objects.bulk_create(marks, ignore_conflicts=True)
+    marked = [(r.pk, r.tenant_id) for r in records if r.pk is not None]
+    if not marked:
+        return
+    table = PendingVector._meta.db_table
+    now = PendingVector._meta.get_field("queued_at").get_db_prep_value(timezone.now(), connection)
+    # Plain SQL: on the compare-and-swap path the ORM's bulk_create cost more in Python (0.3 ms) than the row did.
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                f"INSERT INTO {table} (record_id, tenant_id, queued_at) "
+                "SELECT r, t, %s::timestamptz FROM unnest(%s::bigint[], %s::bigint[]) AS m(r, t) ON CONFLICT DO NOTHING",
+                [now, [pk for pk, _ in marked], [tenant for _, tenant in marked]],
+            )
+        else:
+            rows = ", ".join(["(%s, %s, %s)"] * len(marked))
+            cursor.execute(
+                f"INSERT INTO {table} (record_id, tenant_id, queued_at) VALUES {rows} ON CONFLICT DO NOTHING",
+                [value for pk, tenant in marked for value in (pk, tenant, now)],
+            )
 
 
 def _dependant_kinds(pks: list[int], now: datetime) -> set[str]:
