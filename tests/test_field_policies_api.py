@@ -86,10 +86,11 @@ def test_a_bad_duration_and_on_failure_are_refused(api, admin):
     assert {"recheck_interval", "on_failure"} <= set(response.json()["errors"])
 
 
-def test_a_duplicate_policy_is_400_not_500(api, admin):
+def test_a_duplicate_policy_is_a_409_conflict_not_500(api, admin):
+    # The body is well formed (another tenant may send it); what it clashes with is a stored policy.
     assert api(admin).post("/api/v1/field-policies/", POLICY, format="json").status_code == 201
     response = api(admin).post("/api/v1/field-policies/", POLICY, format="json")
-    assert response.status_code == 400
+    assert response.status_code == 409 and response.json()["code"] == "invalid_state"
     assert FieldPolicy.objects.count() == 1
 
 

@@ -7,7 +7,7 @@ import command (`manage.py import`) parses its lines with the same `shapes.items
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status, viewsets
@@ -26,6 +26,8 @@ from memory_admin.shapes.records import AssertFactSerializer, AssertResultSerial
 
 class BatchRequestSerializer(serializers.Serializer):
     """Body of `POST /records/batch/`."""
+
+    schema_properties: ClassVar[dict[str, Any]] = {"items": {"minItems": 1, "maxItems": MAX_BATCH_ITEMS}}
 
     items = serializers.ListField(
         child=AssertFactSerializer(),

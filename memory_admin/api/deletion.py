@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status, viewsets
@@ -16,9 +16,47 @@ from deletion.models import DeletionRequest
 from memory_admin.accounts.models import principal_of
 from memory_admin.api.serializers import IsoDateTimeField
 from memory_admin.lib.pagination import NewestFirstCursorPagination
+from memory_admin.lib.schema import NON_BLANK_TEXT
+from memory_admin.memory import validation
+
+
+def _identifier(kind: str) -> dict[str, Any]:
+    return {
+        "type": "string",
+        "pattern": validation.IDENTIFIER_PATTERN,
+        "maxLength": validation.IDENTIFIER_MAX_LENGTH[kind],
+    }
 
 
 class DeletionInSerializer(serializers.Serializer):
+    # The project and the scope's ids are checked by the domain (which still takes an id stored before the
+    # identifier rule, so it can be deleted); the schema names the forms every new id has.
+    schema_properties: ClassVar[dict[str, Any]] = {
+        "project_id": {"pattern": validation.IDENTIFIER_PATTERN},
+        "reason": {"minLength": 1, "pattern": NON_BLANK_TEXT},
+        "scope": {
+            "oneOf": [
+                {
+                    "type": "object",
+                    "properties": {name: _identifier(name)},
+                    "required": [name],
+                    "additionalProperties": False,
+                }
+                for name in ("subject_id", "predicate")
+            ]
+            + [
+                {
+                    "type": "object",
+                    "properties": {
+                        "memory_ids": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1}
+                    },
+                    "required": ["memory_ids"],
+                    "additionalProperties": False,
+                }
+            ]
+        },
+    }
+
     project_id = serializers.CharField(max_length=100)
     scope = serializers.JSONField()
     reason = serializers.CharField(max_length=5000, allow_blank=True)

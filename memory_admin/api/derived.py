@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -29,7 +29,6 @@ from memory_admin.derived import lineage, search
 from memory_admin.derived.lineage import BaseRef
 from memory_admin.derived.models import ContextLoad, Event, EventSubject, Invalidation, ScheduledAction, Summary
 from memory_admin.lib.throttling import SEARCH
-from memory_admin.memory import validation
 from memory_admin.memory.errors import Tombstoned
 from memory_admin.memory.reads import FRESHNESS
 from memory_admin.shapes.derived import hit_payload, invalidation_payload
@@ -69,6 +68,12 @@ def event_payload(event: Event) -> dict[str, Any]:
     }
 
 
+class EventListQuerySerializer(serializers.Serializer):
+    project_id = IdentifierField("project_id", required=False)
+    session_id = serializers.CharField(required=False, max_length=200)
+    subject_id = IdentifierField("subject_id", required=False)
+
+
 class EventOutSerializer(serializers.Serializer):
     """One event of the log store (rendered by event_payload); a redacted event shows no text."""
 
@@ -99,27 +104,20 @@ class EventViewSet(viewsets.GenericViewSet):
         event = lineage.log_event(principal_of(request), **body.validated_data)
         return Response(EventOutSerializer(event).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("project_id", str),
-            OpenApiParameter("session_id", str),
-            OpenApiParameter("subject_id", str),
-        ],
-        responses=EventOutSerializer(many=True),
-    )
+    @extend_schema(parameters=[EventListQuerySerializer], responses=EventOutSerializer(many=True))
     def list(self, request: Request) -> Response:
-        # Ids in the query string follow the same character set as in bodies (400 otherwise).
-        validation.check_identifiers(
-            **{k: request.query_params[k] for k in ("project_id", "subject_id") if request.query_params.get(k)}
-        )
+        # Ids in the query string follow the same rule as in bodies (NFKC-normalised; 400 otherwise).
+        query = EventListQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        wanted = query.validated_data
         events = self.get_queryset()
         for param, lookup in (("project_id", "project__key"), ("session_id", "session_id")):
-            if request.query_params.get(param):
-                events = events.filter(**{lookup: request.query_params[param]})
-        if request.query_params.get("subject_id"):
+            if wanted.get(param):
+                events = events.filter(**{lookup: wanted[param]})
+        if wanted.get("subject_id"):
             # Through the EventSubject index (JSON containment is PostgreSQL-only, and unindexed there).
             tagged = EventSubject.objects.filter(
-                tenant_id=principal_of(request).tenant_id, subject_id=request.query_params["subject_id"]
+                tenant_id=principal_of(request).tenant_id, subject_id=wanted["subject_id"]
             )
             events = events.filter(pk__in=tagged.values("event_id"))
         page = self.paginate_queryset(events)
@@ -130,6 +128,7 @@ class EventViewSet(viewsets.GenericViewSet):
 
 
 class SummaryInSerializer(serializers.Serializer):
+    schema_properties: ClassVar[dict[str, Any]] = {"derived_from": {"minItems": 1}}  # the domain needs a base
     project_id = IdentifierField("project_id")
     text = serializers.CharField(max_length=50000)
     derived_from = DerivedFromSerializer(many=True)
@@ -197,6 +196,7 @@ class SummaryViewSet(viewsets.ViewSet):
 
 
 class ActionInSerializer(serializers.Serializer):
+    schema_properties: ClassVar[dict[str, Any]] = {"derived_from": {"minItems": 1}}  # what the action was built on
     project_id = IdentifierField("project_id")
     kind = serializers.CharField(max_length=100)
     payload = serializers.JSONField(default=dict)
@@ -205,6 +205,7 @@ class ActionInSerializer(serializers.Serializer):
 
 
 class ConfirmSerializer(serializers.Serializer):
+    schema_properties: ClassVar[dict[str, Any]] = {"derived_from": {"minItems": 1}}
     derived_from = DerivedFromSerializer(many=True)
     due_at = AwareDateTimeField(required=False)
     payload = serializers.JSONField(required=False)
@@ -294,6 +295,7 @@ class ScheduledActionViewSet(viewsets.ViewSet):
 
 
 class ContextLoadSerializer(serializers.Serializer):
+    schema_properties: ClassVar[dict[str, Any]] = {"memories": {"minItems": 1}}  # the domain refuses an empty load
     agent_id = serializers.CharField(max_length=150, required=False)
     session_id = serializers.CharField(max_length=SESSION_ID_MAX_LENGTH)
     project_id = IdentifierField("project_id", required=False)

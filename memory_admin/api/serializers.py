@@ -3,10 +3,11 @@ every door shares (fact bodies, records, fact answers) is in memory_admin/shapes
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from rest_framework import serializers
 
+from memory_admin.lib.schema import NON_BLANK_TEXT
 from memory_admin.memory import validation
 from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord, RecheckAttempt
 from memory_admin.memory.shapes import record_payload as record_payload
@@ -41,7 +42,19 @@ class RecordHistorySerializer(serializers.Serializer):
     results = RecordSerializer(many=True)
 
 
+def _only(value: Any) -> dict[str, Any]:
+    """A schema admitting `value` alone, inside `oneOf` branches (wrapped, so drf-spectacular's enum hook leaves it
+    in place instead of merging the branches' enums into one component)."""
+    return {"allOf": [{"enum": [value]}]}
+
+
+# A reason the action requires: blank is refused by the domain, with its message; the schema says so.
+REQUIRED_REASON = {"minLength": 1, "pattern": NON_BLANK_TEXT}
+
+
 class ReasonSerializer(serializers.Serializer):
+    schema_properties: ClassVar[dict[str, Any]] = {"reason": REQUIRED_REASON}
+
     reason = serializers.CharField(max_length=2000, allow_blank=True)
 
 
@@ -76,6 +89,20 @@ class DisputeSerializer(serializers.Serializer):
 
 
 class ResolveDisputeSerializer(serializers.Serializer):
+    """A winner, or `exclude_all` (not both), and the reason."""
+
+    schema_properties: ClassVar[dict[str, Any]] = {"reason": REQUIRED_REASON}
+    schema_extra: ClassVar[dict[str, Any]] = {
+        "oneOf": [
+            {"required": ["winner"], "properties": {"winner": REQUIRED_REASON, "exclude_all": _only(False)}},
+            {
+                "required": ["exclude_all"],
+                "properties": {"exclude_all": _only(True), "reason": {}},
+                "additionalProperties": False,
+            },
+        ]
+    }
+
     winner = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=64)
     exclude_all = serializers.BooleanField(default=False)
     reason = serializers.CharField(max_length=2000, allow_blank=True)
@@ -83,6 +110,25 @@ class ResolveDisputeSerializer(serializers.Serializer):
 
 class FieldPolicySerializer(serializers.ModelSerializer):
     """Field policies as the API shows them: `project_id` null means every project of the tenant."""
+
+    # The schema promises the sources every policy may name: none, or the manual one. An `http_json` source
+    # ({"connector": "http_json", "url_template", "value_pointer", "revision_pointer", "timeout_seconds", ...}) is
+    # accepted too, when its URL is one this server may fetch, which a schema cannot tell.
+    schema_properties: ClassVar[dict[str, Any]] = {
+        "canonical_source": {
+            "nullable": True,
+            "oneOf": [
+                {
+                    "type": "object",
+                    "properties": {"connector": {"enum": ["manual"]}},
+                    "required": ["connector"],
+                    "additionalProperties": False,
+                }
+            ],
+            "description": 'null, {"connector": "manual"}, or an http_json source whose URL this server may fetch '
+            "(README, field policies).",
+        }
+    }
 
     id = serializers.IntegerField(read_only=True)
     project_id = IdentifierField("project_id", source="project.key", allow_null=True, required=False)
@@ -121,8 +167,57 @@ class FieldPolicySerializer(serializers.ModelSerializer):
         return data
 
 
+class FieldPolicyInSerializer(FieldPolicySerializer):
+    """A field policy as a client sends it (the schema's request component: what a write accepts is described
+    apart from what an answer shows, as the source and the interval's form differ)."""
+
+    class Meta(FieldPolicySerializer.Meta):
+        ref_name = "FieldPolicyIn"
+
+
 class RecheckReportSerializer(serializers.Serializer):
-    """Body of `POST /records/{memory_id}/rechecks/`."""
+    """Body of `POST /records/{memory_id}/rechecks/`: a changed value comes with the value observed; an unchanged
+    one names none (it is the record's)."""
+
+    schema_extra: ClassVar[dict[str, Any]] = {
+        "oneOf": [
+            {
+                "required": ["outcome", "observed_value"],
+                "properties": {
+                    "outcome": _only(RecheckAttempt.Result.VERIFIED_CHANGED.value),
+                    "observed_value": {
+                        "anyOf": [{"type": t} for t in ("object", "array", "string", "number", "boolean")]
+                    },
+                },
+            },
+            {
+                "properties": {
+                    "outcome": _only(RecheckAttempt.Result.VERIFIED_UNCHANGED.value),
+                    **{name: {} for name in ("source_revision", "source_ref", "error")},
+                },
+                "additionalProperties": False,
+            },
+            {
+                "properties": {
+                    "outcome": {
+                        "allOf": [
+                            {
+                                "enum": [
+                                    r
+                                    for r in RecheckAttempt.Result.values
+                                    if r
+                                    not in (
+                                        RecheckAttempt.Result.VERIFIED_CHANGED,
+                                        RecheckAttempt.Result.VERIFIED_UNCHANGED,
+                                    )
+                                ]
+                            }
+                        ]
+                    }
+                }
+            },
+        ]
+    }
 
     outcome = serializers.ChoiceField(choices=RecheckAttempt.Result.choices)
     observed_value = serializers.JSONField(required=False, allow_null=True)

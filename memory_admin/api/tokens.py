@@ -3,7 +3,7 @@ an agent (the token is in that one answer only) and revoke one. memory.tokens de
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status, viewsets
@@ -14,16 +14,21 @@ from rest_framework.response import Response
 from memory_admin.accounts.models import ApiToken, principal_of
 from memory_admin.api.serializers import AwareDateTimeField, IsoDateTimeField
 from memory_admin.lib.pagination import NewestFirstCursorPagination
+from memory_admin.lib.schema import CONTROL_FREE_NON_BLANK_TEXT, CONTROL_FREE_TEXT
 from memory_admin.memory import tokens
 
 
 class IssueTokenSerializer(serializers.Serializer):
+    schema_properties: ClassVar[dict[str, Any]] = {"name": {"pattern": CONTROL_FREE_NON_BLANK_TEXT}}  # memory.tokens
+
     principal = serializers.CharField(max_length=150, help_text="the agent's name in this tenant")
     name = serializers.CharField(max_length=tokens.NAME_MAX_LENGTH, help_text="what or where the token is used")
     expires_at = AwareDateTimeField(required=False, allow_null=True, help_text="in the future; null: never")
 
 
 class RevokeTokenSerializer(serializers.Serializer):
+    schema_properties: ClassVar[dict[str, Any]] = {"reason": {"pattern": CONTROL_FREE_TEXT}}  # memory.tokens
+
     reason = serializers.CharField(max_length=tokens.REASON_MAX_LENGTH, allow_blank=True, default="")
 
 

@@ -6,7 +6,7 @@ from typing import Any, cast
 
 from django.db.models import QuerySet
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -246,6 +246,11 @@ class DisputeViewSet(viewsets.GenericViewSet):
         return self.retrieve(request, dispute_id)
 
 
+@extend_schema_view(
+    create=extend_schema(request=s.FieldPolicyInSerializer),
+    update=extend_schema(request=s.FieldPolicyInSerializer),
+    partial_update=extend_schema(request=s.FieldPolicyInSerializer),
+)
 class FieldPolicyViewSet(
     ThrottleScoped,
     mixins.ListModelMixin,

@@ -51,7 +51,7 @@ from memory_admin.dashboard.templatetags.dashboard import RECORD_ROW_COLUMNS, Re
 from memory_admin.derived.dependants import dependants_of
 from memory_admin.derived.embedding import embedder_status
 from memory_admin.derived.models import Invalidation
-from memory_admin.memory import actions, audit, expiry, reads, rechecks, stats, task_failures
+from memory_admin.memory import actions, audit, expiry, reads, rechecks, stats, task_failures, validation
 from memory_admin.memory.errors import DomainError, Forbidden, NotFound
 from memory_admin.memory.models import AuditEvent, Dispute, FieldPolicy, MemoryRecord, RecheckAttempt
 from memory_admin.memory.policies import is_manual, policies_for, policy_for
@@ -572,7 +572,10 @@ def record_detail(request: HttpRequest, memory_id: str) -> HttpResponse:
 @member_required
 def fact(request: HttpRequest) -> HttpResponse:
     principal = principal_of(request)
-    project, subject, predicate = (request.GET.get(k, "").strip() for k in ("project", "subject", "predicate"))
+    # As the filter form reads them: trimmed and NFKC-normalised, so a link typed with fullwidth letters finds the fact.
+    project, subject, predicate = (
+        validation.normalize_identifier(request.GET.get(k, "").strip()) for k in ("project", "subject", "predicate")
+    )
     if not (project and subject and predicate):
         raise Http404("Name a project, subject and predicate.")
     chain = reads.history(principal, project, subject, predicate)

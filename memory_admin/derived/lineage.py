@@ -30,7 +30,7 @@ from memory_admin.derived.models import (
 from memory_admin.derived.propagation import propagate
 from memory_admin.memory import hooks, validation
 from memory_admin.memory.actions import project_for
-from memory_admin.memory.errors import BaseNotCurrent, Forbidden, InvalidInput, NotFound, Tombstoned
+from memory_admin.memory.errors import BaseNotCurrent, Forbidden, InvalidInput, InvalidState, NotFound, Tombstoned
 from memory_admin.memory.models import MemoryRecord
 from memory_admin.queueing import enqueue_after_commit
 
@@ -300,7 +300,8 @@ def confirm_action(
     with transaction.atomic():
         action = get_action(principal, public_id, for_update=True)
         if action.status not in (ScheduledAction.Status.SUSPENDED, ScheduledAction.Status.SCHEDULED):
-            raise InvalidInput({"status": [f"A {action.status} action cannot be confirmed."]})
+            # The action's state, not the body, is what is wrong: a conflict (409), as for any state change.
+            raise InvalidState(f"A {action.status} action cannot be confirmed.")
         records = resolve_bases(principal, action.project.key, bases, lock=True, require_current=True)
         action.bases.all().delete()
         ActionBase.objects.bulk_create([ActionBase(action=action, record=r, revision=r.revision) for r in records])
@@ -330,6 +331,13 @@ def register_context_load(
     not notify its reader of what it was just shown), and the dispute's resolution notifies its holders."""
     _require_writer(principal)
     _aware("expires_at", expires_at)
+    # A memory named twice was loaded once; of two revisions named, the older one is what the session may still
+    # hold, so it is the one whose staleness gets a notice.
+    oldest: dict[str, BaseRef] = {}
+    for base in bases:
+        if base.memory_id not in oldest or base.revision < oldest[base.memory_id].revision:
+            oldest[base.memory_id] = base
+    bases = list(oldest.values())
     with hooks.write_scope("context_load", principal.name), transaction.atomic():
         hooks.guard_derived_from(principal.tenant_pk, [b.memory_id for b in bases], "This context")
         qs = MemoryRecord.objects.filter(tenant_id=principal.tenant_id, memory_id__in=[b.memory_id for b in bases])

@@ -14,7 +14,7 @@ from memory_admin.accounts.models import Principal, Tenant
 from memory_admin.lib import rows
 from memory_admin.memory import audit, validation
 from memory_admin.memory.connectors import Connector, connector_for, validate_source
-from memory_admin.memory.errors import Forbidden, InvalidInput, IssuerNotAuthorized
+from memory_admin.memory.errors import Forbidden, InvalidInput, InvalidState, IssuerNotAuthorized
 from memory_admin.memory.models import FieldPolicy, MemoryRecord, Project
 
 
@@ -203,7 +203,8 @@ def save_field_policy(
             with transaction.atomic():
                 policy.save()
         except IntegrityError:
-            raise InvalidInput({"predicate": ["A policy for this field and project already exists."]}) from None
+            # A conflict with what is stored (409), not a malformed body: the same body is fine in another tenant.
+            raise InvalidState("A policy for this field and project already exists; edit that one.") from None
         audit.record_event(
             tenant=policy.tenant_id,
             actor=principal,

@@ -4,7 +4,7 @@ these describe it for the schema and parse what comes in."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
@@ -80,6 +80,14 @@ class AssertFactSerializer(serializers.Serializer):
     never a body field. The source is `source: {canonical_ref, revision}` or, as the client and MCP name it, flat
     `source_ref` and `source_revision` (one of the two forms, not both). `valid_from` defaults to the time of the
     request (the answer's record states it)."""
+
+    # One form of the source, as `validate` reads it (the OpenAPI schema says so: memory_admin.lib.schema).
+    schema_extra: ClassVar[dict[str, Any]] = {
+        "oneOf": [
+            {"required": ["source"], "not": {"anyOf": [{"required": ["source_ref"]}, {"required": ["source_revision"]}]}},
+            {"required": ["source_ref", "source_revision"], "not": {"required": ["source"]}},
+        ]
+    }
 
     project_id = IdentifierField("project_id")
     subject_id = IdentifierField("subject_id")

@@ -39,7 +39,8 @@ def validate_source(source: Any, tenant_id: int | None = None) -> list[str]:
     names = ", ".join(f"'{n}'" for n in CONNECTORS)
     if not isinstance(source, dict) or "connector" not in source:
         return [f'Give null or an object with a "connector" ({names}).']
-    cls = CONNECTORS.get(source["connector"])
+    connector = source["connector"]
+    cls = CONNECTORS.get(connector) if isinstance(connector, str) else None  # {} or [] as a name: refused, not a 500
     if cls is None:
         return [f"Unknown connector {source['connector']!r}; use one of {names}."]
     return cls.validate(source, tenant_id=tenant_id)
