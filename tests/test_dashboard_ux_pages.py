@@ -16,7 +16,6 @@ from django.utils import timezone
 from deletion import service
 from deletion.models import Backup, DeletionRequest, StoreProgress
 from deletion.tasks import purge_store
-from memory_admin.derived.tasks import refresh_record_vectors
 from memory_admin.memory.actions import Assertion, assert_fact
 from memory_admin.memory.models import Dispute, FieldPolicy
 from tests.conftest import DEADLINE, at, deadline
@@ -94,9 +93,8 @@ def test_the_disputes_page_marks_only_what_differs(owner, price_dispute):
 
 
 def test_the_retrieval_preview_ranks_hits_without_scores(owner, agent, other_agent):
-    old = assert_fact(agent, deadline("2026-10-30T17:00+09:00", "r17", at(10, 20))).record
+    assert_fact(agent, deadline("2026-10-30T17:00+09:00", "r17", at(10, 20)))
     new = assert_fact(agent, deadline("2026-11-02T17:00+09:00", "r18", at(10, 22), expected_revision=1)).record
-    refresh_record_vectors([old.memory_id, new.memory_id])
     page = signed_in(owner).get("/retrieval/?q=submission+deadline+proposal&project=project-a").content.decode()
     assert "Match 1" in page and "score" not in page.lower()
     held = re.search(r'data-reason="superseded">(.*?)</span></p>', page, flags=re.S)

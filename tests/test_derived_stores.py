@@ -12,7 +12,6 @@ from memory_admin.derived import lineage
 from memory_admin.derived.caches import fact_key
 from memory_admin.derived.lineage import BaseRef
 from memory_admin.derived.models import Invalidation, Propagation, ScheduledAction, Summary
-from memory_admin.derived.tasks import refresh_record_vectors
 from memory_admin.memory.actions import assert_fact, exclude_record
 from tests.conftest import DEADLINE, at, deadline
 
@@ -139,7 +138,6 @@ def test_superseding_the_deadline_reaches_every_copy(
     assert answer["value"] == "2026-10-30T17:00+09:00"
     key = fact_key(agent.tenant_id, "project-a", DEADLINE["subject_id"], DEADLINE["predicate"])
     assert cache.get(key) is not None
-    refresh_record_vectors([oct30.memory_id])
     hits = client.get("/api/v1/search/", {"project_id": "project-a", "q": "submission deadline proposal"}).json()
     assert oct30.memory_id in [h["memory_id"] for h in hits["results"]]
 
@@ -151,7 +149,6 @@ def test_superseding_the_deadline_reaches_every_copy(
     assert cache.get(key) is None
     notice = Invalidation.objects.get(load=load)
     assert notice.acknowledged_at is None and notice.successor_id == new.pk
-    refresh_record_vectors([oct30.memory_id, new.memory_id])  # what the worker does after commit
     hits = client.get("/api/v1/search/", {"project_id": "project-a", "q": "submission deadline proposal"}).json()
     found = [h["memory_id"] for h in hits["results"]]
     assert oct30.memory_id not in found and new.memory_id in found
@@ -280,7 +277,6 @@ def test_excluding_a_record_suspends_its_plans(owner, agent, oct30):
 
 
 def test_search_refuses_bad_input_and_shows_an_outsider_nothing(api, agent, outsider, oct30):
-    refresh_record_vectors([oct30.memory_id])
     assert api(agent).get("/api/v1/search/", {"q": "deadline", "k": 0}).status_code == 400
     assert api(agent).get("/api/v1/search/", {"k": 3}).status_code == 400
     assert api(agent).get("/api/v1/search/", {"q": "x", "include": "stale"}).status_code == 400

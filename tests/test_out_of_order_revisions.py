@@ -20,7 +20,6 @@ from memory_admin.derived.caches import answer_ttl, fact_key
 from memory_admin.derived.lineage import BaseRef
 from memory_admin.derived.models import CacheEntry, Invalidation, Summary
 from memory_admin.derived.search import search
-from memory_admin.derived.tasks import refresh_record_vectors
 from memory_admin.memory import reads
 from memory_admin.memory.actions import Assertion, Outcome, assert_fact, settle_valid_time_transitions
 from memory_admin.memory.batch import assert_facts
@@ -179,7 +178,6 @@ def test_notices_reach_who_loaded_the_late_revision_at_the_hand_over_and_nobody_
 
 def test_search_finds_todays_rule_usable_and_tomorrows_not_yet_in_effect(agent, rules):
     r1, r2 = rules
-    refresh_record_vectors([r1.memory_id, r2.memory_id])
     result = search(agent, project_id="project-a", q="expense policy approval limit", k=10)
     assert r1.memory_id in {h.record.memory_id for h in result.results}
     held = {h.record.memory_id: h for h in result.held_back}

@@ -22,7 +22,6 @@ from rest_framework.test import APIClient
 
 from memory_admin.accounts.models import Principal
 from memory_admin.accounts.services import ensure_principal
-from memory_admin.derived.tasks import refresh_record_vectors
 from memory_admin.memory.actions import Assertion, assert_fact
 from tests.conftest import DEADLINE, at, deadline
 
@@ -293,7 +292,6 @@ def test_every_endpoint_answers_in_the_shape_its_schema_describes(
         invalidation_id=notices["results"][0]["id"],
     )
     call("agent", "get", "/agents/{agent_id}/invalidations/", 200, query="?status=all", agent_id="agent-7")
-    refresh_record_vectors([current.memory_id, moved["memory_id"]])  # what the worker does after commit
     hits = call("agent", "get", "/search/", 200, query="?q=submission+deadline&include=all")
     assert hits["results"]
 
