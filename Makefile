@@ -138,11 +138,16 @@ bench-retrieval: $(STAMP)
 	db_url=$$(bin/ensure-postgres); \
 	DATABASE_URL="$${db_url%/*}/memory_admin_bench_retrieval" $(PY) bench/retrieval.py $(BENCH_ARGS)
 
-# Search latency at 100k and 1M synthetic vectors of the default embedder's dimension: the product's search path
-# beside the exact scan, in the same run (bench/vectors.py; about 15 minutes on 2 cores).
+# Search latency at 100k and 1M synthetic vectors of the default embedder's dimension: the index's search path beside
+# the exact scan in the same run (bench/vectors.py), then GET /search/ end to end with the default embedder's index
+# grown to 100k and 1M by synthetic filler facts (bench/retrieval.py --filler). About 30 minutes on 2 cores.
 .PHONY: bench-retrieval-scale
 bench-retrieval-scale: $(STAMP)
-	$(PY) bench/vectors.py --vectors 100000 1000000 --queries 500 --exact-queries 20 --refine 10 $(BENCH_ARGS)
+	@set -euo pipefail; \
+	db_url=$$(bin/ensure-postgres); \
+	$(PY) bench/vectors.py --vectors 100000 1000000 --queries 500 --exact-queries 20 --refine 10; \
+	DATABASE_URL="$${db_url%/*}/memory_admin_bench_retrieval" $(PY) bench/retrieval.py --embedders multilingual \
+		--throughput-texts 0 --filler 100000 1000000 $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) var

@@ -33,6 +33,13 @@ maintainers keep a held-out set; the product is not tuned on this one).
    fact texts in batches of `--batch` on one thread, alone, then two such workers at once (both cores); ms per
    text and texts/s, and from those the time to embed 1M facts.
 4. Install size: the files the embedder's wheels installed (their RECORD), numpy aside.
+5. `--filler 100000 1000000` (`make bench-retrieval-scale`): then the last embedder's index is grown to each size
+   with synthetic filler facts (records COPYed into the bench project, one fact key each, and unit vectors of the
+   index's dimension drawn around random centres, appended with `VectorIndex.bulk_add`: embedding a million real
+   texts takes hours); past `VECTOR_ANN_MIN_ROWS` the ANN index is built as the Celery task does, below it a search
+   stays an exact scan, as in production. Every `--scale-every`-th question is asked again through `GET /search/`:
+   p50/p95 end to end at that size. The filler vectors lie far from real texts' embeddings (a model's vectors fill a
+   narrow cone, these the whole sphere), so the recall printed beside them is not a quality figure at scale.
 
 Prints a table per embedder and a last line with the default embedder's figures. Nothing is asserted.
 """
@@ -259,6 +266,9 @@ class Seeded:
     current: dict[str, str]  # fact id -> memory_id of its current record
     superseded: set[str]  # memory ids of superseded records
     token: str
+    tenant_id: int
+    project_pk: int
+    issuer_pk: int
 
 
 def seed(facts: dict[str, Fact], workdir: Path) -> Seeded:
@@ -266,7 +276,7 @@ def seed(facts: dict[str, Fact], workdir: Path) -> Seeded:
     from django.utils import timezone
 
     from memory_admin.accounts.services import ensure_principal, issue_token
-    from memory_admin.memory.models import MemoryRecord
+    from memory_admin.memory.models import MemoryRecord, Project
 
     principal = ensure_principal(TENANT, AGENT, ["agent"])
     now = timezone.now()
@@ -319,7 +329,15 @@ def seed(facts: dict[str, Fact], workdir: Path) -> Seeded:
             f"expected {len(facts)} current and {olds} superseded records, found {len(current)}, {len(superseded)}"
         )
     say(f"Checked: {len(current)} current records, {len(superseded)} superseded ones (tenant {TENANT})")
-    return Seeded(current=current, superseded=superseded, token=issue_token(principal))
+    project = Project.objects.get(tenant_id=principal.tenant_id, key=PROJECT)
+    return Seeded(
+        current=current,
+        superseded=superseded,
+        token=issue_token(principal),
+        tenant_id=int(principal.tenant_id),  # type: ignore[arg-type]
+        project_pk=int(project.pk),
+        issuer_pk=int(principal.pk),
+    )
 
 
 class _Capture:
@@ -479,6 +497,157 @@ def ask(base: str, token: str, questions: list[Question], facts: dict[str, Fact]
             asked.held_back_questions += 1
     client.close()
     return asked
+
+
+# --- at scale: the same questions among synthetic filler records ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _StoredEmbedder:
+    """The embedder an index folder was built by, named only: filler rows come with their vectors."""
+
+    name: str
+    dim: int
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        raise RuntimeError("filler rows are added with their vectors; nothing is embedded here")
+
+
+def add_filler(embedder: str, workdir: Path, seeded: Seeded, first: int, count: int, seed: int) -> tuple[float, int]:
+    """`count` filler facts (numbered from `first`) in the bench project: rows COPYed into the records table (current,
+    accepted, one fact key each) and synthetic unit vectors of the index's dimension (clustered, bench/vectors.py's
+    generator) appended with `VectorIndex.bulk_add`. Returns (seconds, the index's row count)."""
+    import lancedb
+    import numpy as np
+    import pyarrow as pa
+    from django.db import transaction
+    from django.utils import timezone
+
+    from bench import stores
+    from bench.vectors import make_vectors
+    from memory_admin.derived.vectors import TABLE_NAME, VectorIndex
+    from memory_admin.memory.models import MemoryRecord, new_public_id
+
+    started = time.perf_counter()
+    path = workdir / f"vectors-{embedder}"
+    schema = lancedb.connect(str(path)).open_table(TABLE_NAME).schema
+    name = (schema.metadata or {}).get(b"memory_admin.embedder", b"").decode()
+    dim = int(schema.field("vector").type.list_size)
+    index = VectorIndex(path, embedder=_StoredEmbedder(name, dim))  # type: ignore[arg-type]
+    rng = np.random.default_rng(seed + first)
+    centres = rng.standard_normal((2000, dim), dtype=np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    valid_from = timezone.now() - timedelta(days=1)
+    chunk = 100_000
+    for start in range(first, first + count, chunk):
+        stop = min(start + chunk, first + count)
+        ids = [new_public_id("mem") for _ in range(start, stop)]
+        first_pk = stores.reserve_ids(MemoryRecord, stop - start)
+        rows = [
+            {
+                "id": first_pk + offset,
+                "tenant_id": seeded.tenant_id,
+                "project_id": seeded.project_pk,
+                "memory_id": memory_id,
+                "subject_id": f"filler-{start + offset:07d}",
+                "predicate": "note",
+                "value": f"filler note {start + offset}",
+                "status": "accepted",
+                "valid_from": valid_from,
+                "recorded_from": valid_from,
+                "revision": 1,
+                "source_canonical_ref": f"bench://retrieval/filler/{start + offset}",
+                "source_revision": "1",
+                "issuer_id": seeded.issuer_pk,
+                "entered_current": True,
+                "is_head": True,
+            }
+            for offset, memory_id in enumerate(ids)
+        ]
+        with transaction.atomic():
+            stores.copy_rows(MemoryRecord, rows)
+        vectors = make_vectors(rng, stop - start, dim, "clustered", centres)
+        index.bulk_add(
+            pa.table(
+                {
+                    "entry_id": [f"record:{i}" for i in ids],
+                    "tenant_id": pa.array([seeded.tenant_id] * len(ids), pa.int64()),
+                    "project_id": [PROJECT] * len(ids),
+                    "kind": ["record"] * len(ids),
+                    "object_id": ids,
+                    "revision": pa.array(np.ones(len(ids), dtype=np.int64)),
+                    "text": [row["value"] for row in rows],
+                    "usable": pa.array(np.ones(len(ids), dtype=bool)),
+                    "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dim),
+                }
+            )
+        )
+    stores.analyze(MemoryRecord)
+    return time.perf_counter() - started, index.count()
+
+
+def build_ann_if_due(embedder: str, workdir: Path) -> str:
+    """What the product does past `VECTOR_ANN_MIN_ROWS` (the Celery task `build_vector_ann_index`): the ANN index and
+    the filter columns' scalar indexes. Below it a search stays an exact scan, as in production."""
+    import lancedb
+    from django.conf import settings
+
+    from memory_admin.derived.vectors import TABLE_NAME, VectorIndex
+
+    path = workdir / f"vectors-{embedder}"
+    schema = lancedb.connect(str(path)).open_table(TABLE_NAME).schema
+    name = (schema.metadata or {}).get(b"memory_admin.embedder", b"").decode()
+    index = VectorIndex(path, embedder=_StoredEmbedder(name, int(schema.field("vector").type.list_size)))  # type: ignore[arg-type]
+    rows = index.count()
+    if not index.needs_ann_index(int(settings.VECTOR_ANN_MIN_ROWS)):
+        info = index.ann_index()
+        return (
+            "ANN index"
+            if info
+            else f"exact scan ({rows:,} rows < VECTOR_ANN_MIN_ROWS {settings.VECTOR_ANN_MIN_ROWS:,})"
+        )
+    index.compact_and_cleanup(rebuild_ann=False)
+    started = time.perf_counter()
+    info = index.build_ann_index()
+    return f"ANN index ({info['index_type']}, built in {time.perf_counter() - started:.0f} s over {rows:,} rows)"
+
+
+@dataclass
+class ScaleRow:
+    vectors: int
+    path: str
+    setup_s: float
+    scores: Scores
+    latencies_ms: list[float]
+    stale_top5: int
+
+
+def run_at_scale(
+    embedder: str, sizes: list[int], workdir: Path, seeded: Seeded, questions: list[Question], facts: dict[str, Fact]
+) -> list[ScaleRow]:
+    """The embedder's index grown to each size in turn with filler, and the questions asked again end to end."""
+    rows: list[ScaleRow] = []
+    have = 0
+    for size in sorted(sizes):
+        seconds, total = add_filler(embedder, workdir, seeded, have, size - have, seed=32)
+        have = size
+        say(f"  {size:,} filler facts: COPY and bulk_add in {seconds:.0f} s, {total:,} index rows")
+        started = time.perf_counter()
+        search_path = build_ann_if_due(embedder, workdir)
+        say(f"  search path: {search_path}")
+        with gunicorn(embedder, workdir) as base:
+            asked = ask(base, seeded.token, questions, facts, seeded)
+        scores = score([asked.ranks[q.id] for q in questions])
+        lat = asked.latencies_ms
+        say(
+            f"  {total:,} vectors: GET /search/ p50 {statistics.median(lat):.0f} ms, p95 {percentile(lat, 95):.0f} ms; "
+            f"recall@1 {fmt(scores.recall_at_1)}, MRR {fmt(scores.mrr)} ({len(questions)} questions); "
+            f"stale in top 5: {asked.stale_top5}; {load_average()}"
+        )
+        rows.append(
+            ScaleRow(total, search_path, seconds + time.perf_counter() - started, scores, lat, asked.stale_top5)
+        )
+    return rows
 
 
 # --- 3. embedding cost ----------------------------------------------------------------------------------------------
@@ -711,6 +880,27 @@ def run(args: argparse.Namespace) -> int:
                 )
             results.append(EmbedderResult(embedder, indexed, asked, overall, slices, throughput, install_mb(embedder)))
         report(results, questions, facts)
+        if args.filler:
+            scale_embedder = embedders[-1]
+            sample = questions[:: max(1, args.scale_every)]
+            say(f"\n## {scale_embedder} among filler facts: {len(sample)} of the questions, end to end")
+            scale_rows = run_at_scale(scale_embedder, args.filler, workdir, seeded, sample, facts)
+            unscaled = next(r for r in results if r.embedder == scale_embedder)
+            small = score([unscaled.asked.ranks[q.id] for q in sample])
+            small_lat = [unscaled.asked.latencies_ms[i] for i, q in enumerate(questions) if q in sample]
+            say("\n| index rows | search path | GET /search/ p50 / p95 ms | recall@1 | MRR | stale in top 5 |")
+            say("|---|---|---|---|---|---|")
+            say(
+                f"| {len(seeded.current) + len(seeded.superseded):,} (the facts alone) | exact scan | "
+                f"{statistics.median(small_lat):.0f} / {percentile(small_lat, 95):.0f} | {fmt(small.recall_at_1)} | "
+                f"{fmt(small.mrr)} | {unscaled.asked.stale_top5} |"
+            )
+            for row in scale_rows:
+                say(
+                    f"| {row.vectors:,} | {row.path} | {statistics.median(row.latencies_ms):.0f} / "
+                    f"{percentile(row.latencies_ms, 95):.0f} | {fmt(row.scores.recall_at_1)} | {fmt(row.scores.mrr)} | "
+                    f"{row.stale_top5} |"
+                )
         if args.misses:
             for r in results:
                 if r.embedder == DEFAULT_EMBEDDER or len(results) == 1:
@@ -751,6 +941,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--batch", type=int, default=32, help="texts per embed call in the cost workers")
     parser.add_argument("--misses", action="store_true", help="list the questions whose fact was not first")
+    parser.add_argument(
+        "--filler",
+        type=int,
+        nargs="*",
+        default=[],
+        metavar="N",
+        help="then grow the last embedder's index to these sizes with synthetic filler facts and ask again",
+    )
+    parser.add_argument("--scale-every", type=int, default=2, help="ask every n-th question at scale (default 2)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (indexes, gunicorn logs)")
     parser.add_argument("--embed-worker", metavar="EMBEDDER", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
