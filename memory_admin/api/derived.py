@@ -31,7 +31,7 @@ from memory_admin.derived.models import ContextLoad, Event, EventSubject, Invali
 from memory_admin.lib.throttling import SEARCH
 from memory_admin.memory.errors import Tombstoned
 from memory_admin.memory.reads import FRESHNESS
-from memory_admin.shapes.derived import hit_payload, invalidation_payload
+from memory_admin.shapes.derived import embedder_payload, hit_payload, invalidation_payload
 
 
 def _iso(moment: Any) -> str | None:
@@ -482,11 +482,20 @@ class SearchHitSerializer(serializers.Serializer):
         return hit_payload(instance)
 
 
+class EmbedderSerializer(serializers.Serializer):
+    name = serializers.CharField(help_text="the embedder that ranked the hits (README Retrieval)")
+    fallback = serializers.BooleanField(
+        help_text="true when the configured model could not load and the lexical hashing embedder ranked them"
+    )
+    detail = serializers.CharField(allow_null=True)
+
+
 @extend_schema_serializer(many=False)  # one object, though served by a `list` route
 class SearchResultSerializer(serializers.Serializer):
-    """Answer of `GET /search/`: the top-k hits, best first."""
+    """Answer of `GET /search/`: the top-k hits, best first, and the embedder that ranked them."""
 
     results = SearchHitSerializer(many=True)
+    embedder = EmbedderSerializer()
     # Set by `GET /search/?session_id=...`: the context load of the usable hits (null when none).
     context_load = ContextLoadRefSerializer(allow_null=True, required=False)
 
@@ -509,7 +518,9 @@ class SearchViewSet(viewsets.ViewSet):
             subject_id=data.get("subject_id"),
             predicate=data.get("predicate"),
         )
-        answer: dict[str, Any] = {"results": SearchResultSerializer({"results": result.results}).data["results"]}
+        answer: dict[str, Any] = dict(
+            SearchResultSerializer({"results": result.results, "embedder": embedder_payload()}).data
+        )
         if "session_id" in data:
             usable = [
                 {"memory_id": h.record.memory_id, "revision": h.record.revision} for h in result.results if h.usable

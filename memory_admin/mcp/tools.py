@@ -32,7 +32,7 @@ from memory_admin.memory.errors import NotFound
 from memory_admin.memory.models import Dispute, MemoryRecord
 from memory_admin.memory.shapes import record_payload
 from memory_admin.shapes import fields, records
-from memory_admin.shapes.derived import hit_payload, invalidation_payload
+from memory_admin.shapes.derived import embedder_payload, hit_payload, invalidation_payload
 from memory_admin.shapes.items import assertion_of
 
 # What `recall(..., session_id=...)` registers as loaded stays held (and notified) for this long.
@@ -309,7 +309,10 @@ def search_memory(
         if hits
         else "No usable memory."
     )
-    return Answer({"results": hits, "held_back": len(found.held_back)}, summary)
+    embedder = embedder_payload()
+    if embedder["fallback"]:
+        summary += f"\nNote: {embedder['detail']}"
+    return Answer({"results": hits, "held_back": len(found.held_back), "embedder": embedder}, summary)
 
 
 def _match(hit: dict[str, Any]) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from memory_admin.derived import search
+from memory_admin.derived.embedding import embedder_status
 from memory_admin.derived.models import Invalidation
 from memory_admin.memory.shapes import source_payload
 from memory_admin.shapes.fields import iso as _iso
@@ -56,4 +57,19 @@ def hit_payload(hit: search.SearchHit) -> dict[str, Any]:
         "last_verified_value": view.last_verified_value if view else None,
         "caveat": view.caveat if view else None,
         "action_allowed": view.action_allowed if view else None,
+    }
+
+
+def embedder_payload() -> dict[str, Any]:
+    """Which embedder ranked a search (`embedder` of `GET /search/` and of MCP `search_memory`): its name, and
+    `fallback: true` with a sentence when the configured model could not load and words, not meaning, match."""
+    status = embedder_status()
+    return {
+        "name": status.name,
+        "fallback": status.fallback,
+        "detail": (
+            "The language model could not load on this server: search matches words, not meaning."
+            if status.fallback
+            else None
+        ),
     }

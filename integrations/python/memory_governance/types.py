@@ -204,8 +204,15 @@ class SearchHit(TypedDict):
     action_allowed: bool | None
 
 
+class Embedder(TypedDict):
+    name: str
+    fallback: bool  # true: the model could not load on the server and words, not meaning, ranked the hits
+    detail: str | None
+
+
 class SearchResult(TypedDict):
     results: list[SearchHit]
+    embedder: NotRequired[Embedder]  # which embedder ranked the hits (older servers leave it out)
     context_load: NotRequired[ContextLoadRef | None]  # as on Fact: the usable hits registered, with session_id
 
 
