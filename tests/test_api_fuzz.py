@@ -17,7 +17,7 @@ import base64
 import json
 import os
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -316,10 +316,13 @@ def _names_issued_ids(body: Any) -> bool:
 def _ends_before_it_starts(body: Any) -> bool:
     for obj in _walk(body):
         start, end = obj.get("valid_from"), obj.get("valid_to")
-        if isinstance(start, str) and isinstance(end, str):
-            try:
-                if datetime.fromisoformat(end) <= datetime.fromisoformat(start):
-                    return True
-            except ValueError:
-                pass
+        if not isinstance(end, str):
+            continue
+        try:
+            # Without valid_from a fact holds from the time of the request.
+            begins = datetime.fromisoformat(start) if isinstance(start, str) else datetime.now(UTC)
+            if datetime.fromisoformat(end) <= begins:
+                return True
+        except ValueError:
+            pass
     return False
