@@ -459,6 +459,7 @@ class Asked:
     held_back: int = 0  # superseded revisions in the top 5 of include=all, questions on superseded facts
     held_back_questions: int = 0
     misses: list[tuple[str, int | None, str]] = field(default_factory=list)  # (question id, rank, what came first)
+    served_by: str = "(not named by the answer)"  # the `embedder.name` of the search answers
 
 
 def ask(base: str, token: str, questions: list[Question], facts: dict[str, Fact], seeded: Seeded) -> Asked:
@@ -474,7 +475,12 @@ def ask(base: str, token: str, questions: list[Question], facts: dict[str, Fact]
         response = client.get("/api/v1/search/", params=params)
         if response.status_code != 200:
             sys.exit(f"search answered {response.status_code}: {response.text[:300]}")
-        return list(response.json()["results"])
+        answer = response.json()
+        served = answer.get("embedder") or {}  # every answer names the embedder that ranked it
+        if served.get("fallback"):
+            sys.exit(f"the server fell back to {served.get('name')}: {served.get('detail')}")
+        asked.served_by = str(served.get("name", asked.served_by))
+        return list(answer["results"])
 
     # Untimed warm-up: the worker's first searches import the views and load the model.
     for question in questions[:5]:
@@ -865,6 +871,9 @@ def run(args: argparse.Namespace) -> int:
                 say(f"  WARNING: {indexed.fallback}")
             with gunicorn(embedder, workdir) as base:
                 asked = ask(base, seeded.token, questions, facts, seeded)
+            if asked.served_by != indexed.name and not asked.served_by.startswith("("):
+                sys.exit(f"the index was built by {indexed.name}, but the answers name {asked.served_by}")
+            say(f"  answers ranked by {asked.served_by}")
             overall, slices = evaluate(asked, questions, facts)
             say(
                 f"  recall@1 {fmt(overall.recall_at_1)}, recall@5 {fmt(overall.recall_at_5)}, MRR {fmt(overall.mrr)}, "
