@@ -84,7 +84,10 @@ class AssertFactSerializer(serializers.Serializer):
     # One form of the source, as `validate` reads it (the OpenAPI schema says so: memory_admin.lib.schema).
     schema_extra: ClassVar[dict[str, Any]] = {
         "oneOf": [
-            {"required": ["source"], "not": {"anyOf": [{"required": ["source_ref"]}, {"required": ["source_revision"]}]}},
+            {
+                "required": ["source"],
+                "not": {"anyOf": [{"required": ["source_ref"]}, {"required": ["source_revision"]}]},
+            },
             {"required": ["source_ref", "source_revision"], "not": {"required": ["source"]}},
         ]
     }

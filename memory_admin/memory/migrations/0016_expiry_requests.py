@@ -7,37 +7,77 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0002_token_lifecycle'),
-        ('memory', '0015_record_hide'),
+        ("accounts", "0002_token_lifecycle"),
+        ("memory", "0015_record_hide"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='fieldpolicy',
-            name='agents_expire_own',
+            model_name="fieldpolicy",
+            name="agents_expire_own",
             field=models.BooleanField(default=False),
         ),
         migrations.CreateModel(
-            name='ExpiryRequest',
+            name="ExpiryRequest",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('public_id', models.CharField(default='', max_length=64, unique=True)),
-                ('reason', models.TextField()),
-                ('status', models.CharField(choices=[('pending', 'Waiting for an owner'), ('approved', 'Approved: expired'), ('declined', 'Declined')], default='pending', max_length=10)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('decided_at', models.DateTimeField(blank=True, null=True)),
-                ('decision_reason', models.TextField(blank=True)),
-                ('decided_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('record', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='expiry_requests', to='memory.memoryrecord')),
-                ('requested_by', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='accounts.tenant')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("public_id", models.CharField(default="", max_length=64, unique=True)),
+                ("reason", models.TextField()),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Waiting for an owner"),
+                            ("approved", "Approved: expired"),
+                            ("declined", "Declined"),
+                        ],
+                        default="pending",
+                        max_length=10,
+                    ),
+                ),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("decided_at", models.DateTimeField(blank=True, null=True)),
+                ("decision_reason", models.TextField(blank=True)),
+                (
+                    "decided_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "record",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="expiry_requests",
+                        to="memory.memoryrecord",
+                    ),
+                ),
+                (
+                    "requested_by",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to=settings.AUTH_USER_MODEL
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to="accounts.tenant"
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['tenant', 'status', 'id'], name='expiry_request_queue')],
-                'constraints': [models.UniqueConstraint(condition=models.Q(('status', 'pending')), fields=('record',), name='expiry_one_pending')],
+                "indexes": [models.Index(fields=["tenant", "status", "id"], name="expiry_request_queue")],
+                "constraints": [
+                    models.UniqueConstraint(
+                        condition=models.Q(("status", "pending")), fields=("record",), name="expiry_one_pending"
+                    )
+                ],
             },
         ),
     ]
