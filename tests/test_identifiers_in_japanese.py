@@ -138,6 +138,7 @@ def test_mcp_remember_and_recall_take_japanese_ids_normalised_to_nfkc(agent):
     line = {**fact(project=FULLWIDTH), "source": {"canonical_ref": "crm:佐藤", "revision": "1"}}
     remembered = tools.remember(agent, **line)
     assert remembered.payload["project_id"] == "project-a" and remembered.payload["subject_id"] == "佐藤 花子"
+    assert "in project-a:" in remembered.summary and FULLWIDTH not in remembered.summary  # the key as stored
     recalled = tools.recall(agent, project_id="project-a", subject_id="佐藤 花子", predicate="提出期限")
     assert recalled.payload["value"] == "2026-11-02T17:00+09:00"
     assert "佐藤 花子" in recalled.summary

@@ -113,7 +113,7 @@ def remember(
     result = actions.assert_fact(principal, assertion_of(data))
     record = MemoryRecord.objects.with_public_relations().get(pk=result.record.pk)
     payload: dict[str, Any] = dict(records.AssertResultSerializer((record, result)).data)
-    where = _key(project_id, subject_id, predicate)
+    where = _key(data["project_id"], data["subject_id"], data["predicate"])  # as stored: NFKC-normalised
     next_step = {
         Outcome.CREATED: f"Stored as the current value (revision {record.revision}). To change it later, pass "
         f"expected_revision={record.revision}.",
