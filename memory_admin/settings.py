@@ -383,6 +383,7 @@ SPECTACULAR_SETTINGS = {
         "RecordStatusEnum": "memory_admin.memory.models.MemoryRecord.Status",
         "RecheckOutcomeEnum": "memory_admin.memory.models.RecheckAttempt.Result",
         "TokenStateEnum": "memory_admin.accounts.models.ApiToken.State",
+        "ExpiryRequestStatusEnum": "memory_admin.memory.models.ExpiryRequest.Status",
     },
 }
 

@@ -518,9 +518,10 @@ class SearchViewSet(viewsets.ViewSet):
             subject_id=data.get("subject_id"),
             predicate=data.get("predicate"),
         )
-        answer: dict[str, Any] = dict(
-            SearchResultSerializer({"results": result.results, "embedder": embedder_payload()}).data
-        )
+        answer: dict[str, Any] = {
+            "results": SearchHitSerializer(result.results, many=True).data,
+            "embedder": embedder_payload(),
+        }
         if "session_id" in data:
             usable = [
                 {"memory_id": h.record.memory_id, "revision": h.record.revision} for h in result.results if h.usable
