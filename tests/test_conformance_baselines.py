@@ -57,9 +57,10 @@ def test_langmem_keeps_one_memory_per_fact_updated_through_its_tools():
     session.build()
     memories = session.store.search(("memories", case.project), limit=100)
     facts = [m for m in memories if m.value["content"]["kind"] == "fact"]
-    assert len(facts) == 1  # r18 updated the memory r17 created: found by the search tool, changed by manage
+    # One memory, holding r18: r18 updated the memory r17 created (found by the search tool, changed by manage). Its
+    # timestamps cannot show it: the in-memory store can stamp both in the same microsecond.
+    assert len(facts) == 1
     assert facts[0].value["content"]["value"] == "2026-11-02T17:00:00+09:00"
-    assert facts[0].updated_at > facts[0].created_at
     assert {m.value["content"]["kind"] for m in memories} == {"fact", "summary", "plan"}
     reading = session.read_fact("planner", "task-proposal-017", "submission_deadline")
     assert reading.value == "2026-11-02T17:00:00+09:00" and reading.action_allowed  # nothing ever stops it
