@@ -22,8 +22,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def _asked(reason: str = "The user says this deadline is wrong.") -> ExpiryRequest:
     record = MemoryRecord.objects.filter(status="accepted", subject_id="task-proposal-017").first()
     assert record is not None
-    agent = Principal.objects.filter(roles__contains=["agent"]).order_by("pk").first()
-    assert agent is not None
+    agent = Principal.objects.get(username="agent@demo")
     return expiry.request_expiry(agent, record.memory_id, reason).request
 
 
