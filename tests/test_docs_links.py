@@ -15,9 +15,10 @@ FENCE = re.compile(r"^[ ]*```.*?^[ ]*```[ ]*$", re.M | re.S)
 INLINE_CODE = re.compile(r"`[^`\n]*`")
 LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")
 HEADING = re.compile(r"^#{1,6}[ ]+(.+?)[ ]*#*[ ]*$", re.M)
-# How code cites a page: docs/<page>.md, optionally followed by "Section" or #anchor; README "Section".
+# How code cites a page: docs/<page>.md, optionally followed by "Section" or #anchor; README "Section" (or
+# README, "Section").
 DOCS_CITATION = re.compile(r"docs/([A-Za-z0-9_-]+\.md)(?:#([\w-]+)|[ ]+[\"']([A-Z][^\"'\n]*)[\"'])?")
-README_CITATION = re.compile(r"\bREADME(?:\.md)?[ ]+\(?[\"']([A-Z][A-Za-z -]*)[\"']")
+README_CITATION = re.compile(r"\bREADME(?:\.md)?[ ,]+\(?[\"']([A-Z][A-Za-z -]*)[\"']")
 SKIP_DIRS = {".git", ".venv", "var", "node_modules", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
 TEXT_SUFFIXES = {".py", ".md", ".toml", ".txt", ".html", ".cfg", ".ini", ".yaml", ".yml", ".json", ".sh", ""}
 
