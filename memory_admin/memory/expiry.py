@@ -18,7 +18,8 @@ from django.utils import timezone
 
 from memory_admin.accounts.models import Principal
 from memory_admin.memory import audit
-from memory_admin.memory.actions import _require_curator, _require_reason, expire_record, get_record, may_expire
+from memory_admin.memory.actions import expire_record, get_record, may_expire
+from memory_admin.memory.actions.curation import _require_curator, _require_reason
 from memory_admin.memory.errors import InvalidState, NotFound
 from memory_admin.memory.models import ExpiryRequest, MemoryRecord
 
