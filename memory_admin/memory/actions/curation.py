@@ -63,25 +63,14 @@ def exclude_record(principal: Principal, memory_id: str, reason: str, *, now: da
             return record
         if not record.excludable:
             raise DisputeOpen("This record is part of an open dispute; resolve the dispute instead.")
-        before = audit.snapshot(record)
-        was_current = record.status == Status.ACCEPTED
-        record.status = Status.EXCLUDED
-        record.status_reason = reason
-        record.save(update_fields=["status", "status_reason"])
-        if was_current:
-            hooks.belief_ended([record], reason=f"Excluded: {reason}", now=now)
-        hooks.records_changed([record])
-        audit.record_event(
-            tenant=record.tenant_id,
-            actor=principal,
-            action=audit.Action.RECORD_EXCLUDED,
-            object_type="record",
-            object_id=record.memory_id,
-            before=before,
-            after=audit.snapshot(record),
-            reason=reason,
-            at=now,
-        )
+        with audit.changing(record, actor=principal, action=audit.Action.RECORD_EXCLUDED, reason=reason, at=now):
+            was_current = record.status == Status.ACCEPTED
+            record.status = Status.EXCLUDED
+            record.status_reason = reason
+            record.save(update_fields=["status", "status_reason"])
+            if was_current:
+                hooks.belief_ended([record], reason=f"Excluded: {reason}", now=now)
+            hooks.records_changed([record])
     return record
 
 
@@ -113,26 +102,15 @@ def expire_record(
         end = max(record.valid_from, valid_to or now)
         if record.valid_to is not None and record.valid_to < end:
             raise InvalidInput({"valid_to": ["The record's validity already ends earlier."]})
-        before = audit.snapshot(record)
-        record.valid_to = end
-        record.valid_to_recorded_at = now
-        record.status_reason = reason
-        # Validity that ends later stays accepted until then, like a scheduled hand-over.
-        if end <= now:
-            record.status = Status.EXPIRED
-        record.save(update_fields=["valid_to", "valid_to_recorded_at", "status", "status_reason"])
-        if record.status == Status.EXPIRED:
-            hooks.belief_ended([record], reason=f"Expired: {reason}", now=now)
-            hooks.records_changed([record])
-        audit.record_event(
-            tenant=record.tenant_id,
-            actor=principal,
-            action=audit.Action.RECORD_EXPIRED,
-            object_type="record",
-            object_id=record.memory_id,
-            before=before,
-            after=audit.snapshot(record),
-            reason=reason,
-            at=now,
-        )
+        with audit.changing(record, actor=principal, action=audit.Action.RECORD_EXPIRED, reason=reason, at=now):
+            record.valid_to = end
+            record.valid_to_recorded_at = now
+            record.status_reason = reason
+            # Validity that ends later stays accepted until then, like a scheduled hand-over.
+            if end <= now:
+                record.status = Status.EXPIRED
+            record.save(update_fields=["valid_to", "valid_to_recorded_at", "status", "status_reason"])
+            if record.status == Status.EXPIRED:
+                hooks.belief_ended([record], reason=f"Expired: {reason}", now=now)
+                hooks.records_changed([record])
     return record

@@ -90,29 +90,20 @@ def _settle_candidates(
     # The winner is saved last, after every other head flag is cleared.
     candidates.sort(key=lambda record: record is chosen)
     for record in candidates:
-        before = audit.snapshot(record)
-        if exclude_all:
-            record.status = Status.EXCLUDED
-            record.is_head = record.entered_current
-        elif record is chosen:
-            record.status = Status.ACCEPTED
-            record.entered_current = record.is_head = True
-        else:
-            assert chosen is not None
-            _supersede_candidate(record, chosen, now)
-        record.status_reason = reason
-        record.save()
-        audit.record_event(
-            tenant=record.tenant_id,
-            actor=principal,
-            action=audit.Action.RECORD_DISPUTE_RESOLVED,
-            object_type="record",
-            object_id=record.memory_id,
-            before=before,
-            after=audit.snapshot(record),
-            reason=reason,
-            at=now,
-        )
+        with audit.changing(
+            record, actor=principal, action=audit.Action.RECORD_DISPUTE_RESOLVED, reason=reason, at=now
+        ):
+            if exclude_all:
+                record.status = Status.EXCLUDED
+                record.is_head = record.entered_current
+            elif record is chosen:
+                record.status = Status.ACCEPTED
+                record.entered_current = record.is_head = True
+            else:
+                assert chosen is not None
+                _supersede_candidate(record, chosen, now)
+            record.status_reason = reason
+            record.save()
 
 
 def _supersede_candidate(record: MemoryRecord, chosen: MemoryRecord, now: datetime) -> None:
@@ -136,19 +127,20 @@ def _close_dispute(
     exclude_all: bool,
     now: datetime,
 ) -> None:
-    dispute.status = Dispute.Status.RESOLVED
-    dispute.resolved_at = now
-    dispute.resolved_by = principal
-    dispute.winner = chosen
-    dispute.resolution_reason = reason
-    dispute.save()
-    audit.record_event(
+    with audit.changing(
+        dispute,
         tenant=dispute.tenant_id,
-        actor=principal,
-        action=audit.Action.DISPUTE_RESOLVED,
         object_type="dispute",
         object_id=dispute.public_id,
+        actor=principal,
+        action=audit.Action.DISPUTE_RESOLVED,
         reason=reason,
         at=now,
-        after={"winner": chosen.memory_id if chosen else None, "exclude_all": exclude_all},
-    )
+    ) as event:
+        dispute.status = Dispute.Status.RESOLVED
+        dispute.resolved_at = now
+        dispute.resolved_by = principal
+        dispute.winner = chosen
+        dispute.resolution_reason = reason
+        dispute.save()
+        event.after = {"winner": chosen.memory_id if chosen else None, "exclude_all": exclude_all}

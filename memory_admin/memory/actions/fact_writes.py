@@ -76,11 +76,11 @@ def _apply_unchanged(w: _Write, decision: Decision) -> AssertResult:
 def _apply_dispute(w: _Write, decision: Decision) -> AssertResult:
     head, now = w.head, w.now
     assert head is not None
-    before = audit.snapshot(head)
-    head.status = Status.DISPUTED
-    head.save(update_fields=["status"])
-    hooks.belief_ended([head], reason="Disputed: an equal-rank source disagrees.", now=now)
-    _records_changed(head)
+    with audit.changing(head, actor=w.principal, action=audit.Action.RECORD_DISPUTED, at=now):
+        head.status = Status.DISPUTED
+        head.save(update_fields=["status"])
+        hooks.belief_ended([head], reason="Disputed: an equal-rank source disagrees.", now=now)
+        _records_changed(head)
     record = _new_record(w, status=Status.DISPUTED)
     dispute = Dispute.objects.create(
         tenant_id=head.tenant_id,
@@ -90,16 +90,6 @@ def _apply_dispute(w: _Write, decision: Decision) -> AssertResult:
         opened_at=now,
     )
     dispute.candidates.add(head, record)
-    audit.record_event(
-        tenant=head.tenant_id,
-        actor=w.principal,
-        action=audit.Action.RECORD_DISPUTED,
-        object_type="record",
-        object_id=head.memory_id,
-        before=before,
-        after=audit.snapshot(head),
-        at=now,
-    )
     _audit_assert(w.principal, record, Outcome.DISPUTED, now)
     audit.record_event(
         tenant=head.tenant_id,
@@ -116,31 +106,20 @@ def _apply_dispute(w: _Write, decision: Decision) -> AssertResult:
 def _apply_supersede(w: _Write, decision: Decision) -> AssertResult:
     head, now = w.head, w.now
     assert head is not None
-    before = audit.snapshot(head)
-    if w.new_pk is not None and w.deferred is None:
-        record = _supersede_in_one_update(w, head)
-    else:
-        head.is_head = False
-        _update(w.deferred, head, ["is_head"])
-        record = _new_record(w, status=Status.ACCEPTED, entered_current=True, is_head=True)
-        _succeed_inactive_head(head, record)
-        if head.status != Status.ACCEPTED:
-            _update(w.deferred, head, ["superseded_by", "status"])
-        _cut_overlapping(record, now, accepted=w.locked, deferred=w.deferred)
-    _audit_events(
-        w,
-        [
-            audit.Event(
-                actor=w.principal,
-                action=audit.Action.RECORD_SUPERSEDED,
-                object_type="record",
-                object_id=head.memory_id,
-                before=before,
-                after=audit.snapshot(head),
-            ),
-            _assert_event(w.principal, record, Outcome.CREATED),
-        ],
-    )
+    # The old head's event and the new version's are written together (one INSERT, or the batch's).
+    events: list[audit.Event] = []
+    with audit.changing(head, actor=w.principal, action=audit.Action.RECORD_SUPERSEDED, into=events):
+        if w.new_pk is not None and w.deferred is None:
+            record = _supersede_in_one_update(w, head)
+        else:
+            head.is_head = False
+            _update(w.deferred, head, ["is_head"])
+            record = _new_record(w, status=Status.ACCEPTED, entered_current=True, is_head=True)
+            _succeed_inactive_head(head, record)
+            if head.status != Status.ACCEPTED:
+                _update(w.deferred, head, ["superseded_by", "status"])
+            _cut_overlapping(record, now, accepted=w.locked, deferred=w.deferred)
+    _audit_events(w, [*events, _assert_event(w.principal, record, Outcome.CREATED)])
     return AssertResult(Outcome.CREATED, record)
 
 
