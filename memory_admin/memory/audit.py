@@ -291,7 +291,8 @@ def changing[T](
     or a reason known only once the change is made, an action that depends on what the change concluded.
 
     If the block raises, no event is written and the change goes with the transaction: the block runs in the
-    caller's transaction (`atomic(savepoint=False)`: no extra statement), which an exception marks for rollback.
+    caller's transaction (no savepoint, no extra statement), which an exception marks for rollback, or in one of
+    its own when the caller has none.
     With `into`, the caller writes the events, so they and the change share the caller's transaction.
     """
     if isinstance(obj, MemoryRecord):
@@ -316,7 +317,10 @@ def changing[T](
             event.after = snapshot_of(obj)
         into.append(event)
         return
-    with transaction.atomic(savepoint=False):
+    # Inside the caller's transaction, a failure marks it for rollback (no savepoint, no statement); without one,
+    # the change and its event get a transaction of their own.
+    in_transaction = transaction.get_connection().in_atomic_block
+    with transaction.mark_for_rollback_on_error() if in_transaction else transaction.atomic():
         yield event
         if snapshot_of is not None:
             event.after = snapshot_of(obj)
