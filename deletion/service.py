@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -55,6 +56,21 @@ def may_read(principal: Principal) -> bool:
 def may_lift_tombstones(principal: Principal) -> bool:
     """Only an owner lets a deleted item be written again."""
     return principal.has_role("owner")
+
+
+def _changing(
+    request: DeletionRequest, *, actor: Principal | None, action: audit.Action, reason: str = ""
+) -> AbstractContextManager[audit.Event]:
+    """`audit.changing` for a deletion request: the audit log names it "deletion" and its public id."""
+    return audit.changing(
+        request,
+        tenant=request.tenant_id,
+        object_type="deletion",
+        object_id=request.public_id,
+        actor=actor,
+        action=action,
+        reason=reason,
+    )
 
 
 def _require_compliance(principal: Principal) -> None:
@@ -363,17 +379,11 @@ def approve(principal: Principal, public_id: str) -> DeletionRequest:
             raise InvalidState(f"This request is {request.state}; only one awaiting approval can be approved.")
         if request.requested_by_id == principal.pk:
             raise Forbidden("A second compliance person must approve; the requester cannot.")
-        request.approved_by = principal
-        request.state = State.ACCEPTED
-        request.accepted_at = timezone.now()
-        request.save(update_fields=["approved_by", "state", "accepted_at"])
-        audit.record_event(
-            tenant=request.tenant_id,
-            actor=principal,
-            action=audit.Action.DELETION_APPROVED,
-            object_type="deletion",
-            object_id=request.public_id,
-        )
+        with _changing(request, actor=principal, action=audit.Action.DELETION_APPROVED):
+            request.approved_by = principal
+            request.state = State.ACCEPTED
+            request.accepted_at = timezone.now()
+            request.save(update_fields=["approved_by", "state", "accepted_at"])
         _accept(request, resolve_scope(request.tenant_id, request.project, request.scope_kind, request.scope_value))
     return request
 
@@ -385,17 +395,10 @@ def cancel(principal: Principal, public_id: str, reason: str) -> DeletionRequest
         request = get_request(principal, public_id, for_update=True)
         if request.state != State.AWAITING_APPROVAL:
             raise InvalidState("Purging has started; a deletion cannot be cancelled any more.")
-        request.state = State.CANCELLED
-        request.cancelled_at = timezone.now()
-        request.save(update_fields=["state", "cancelled_at"])
-        audit.record_event(
-            tenant=request.tenant_id,
-            actor=principal,
-            action=audit.Action.DELETION_CANCELLED,
-            object_type="deletion",
-            object_id=request.public_id,
-            reason=reason,
-        )
+        with _changing(request, actor=principal, action=audit.Action.DELETION_CANCELLED, reason=reason):
+            request.state = State.CANCELLED
+            request.cancelled_at = timezone.now()
+            request.save(update_fields=["state", "cancelled_at"])
     return request
 
 
@@ -550,22 +553,16 @@ def finish_if_verified(request_id: int) -> bool:
             return False
         now = timezone.now()
         held = list(Backup.objects.filter(taken_at__lte=now, expires_at__gt=now))
-        request.purge_confirmed_at = now
-        request.state = State.PURGE_CONFIRMED
-        request.backups_expire_at = max((b.expires_at for b in held), default=None)
-        request.backups_note = (
-            f"{len(held)} backup(s) taken before the purge still hold the data until the latest expires."
-            if held
-            else "No backup taken before the purge is still kept."
-        )
-        request.save(update_fields=["purge_confirmed_at", "state", "backups_expire_at", "backups_note"])
-        audit.record_event(
-            tenant=request.tenant_id,
-            actor=None,
-            action=audit.Action.DELETION_PURGE_CONFIRMED,
-            object_type="deletion",
-            object_id=request.public_id,
-        )
+        with _changing(request, actor=None, action=audit.Action.DELETION_PURGE_CONFIRMED):
+            request.purge_confirmed_at = now
+            request.state = State.PURGE_CONFIRMED
+            request.backups_expire_at = max((b.expires_at for b in held), default=None)
+            request.backups_note = (
+                f"{len(held)} backup(s) taken before the purge still hold the data until the latest expires."
+                if held
+                else "No backup taken before the purge is still kept."
+            )
+            request.save(update_fields=["purge_confirmed_at", "state", "backups_expire_at", "backups_note"])
     return True
 
 
@@ -583,16 +580,17 @@ def lift_tombstone(principal: Principal, tombstone_id: int, reason: str) -> Tomb
             # Before the purge, the request's records may be hidden by its rule, their rows unmarked: a write let
             # through would find them as the fact's current rows, so they are marked first.
             mark_hidden(stone.tenant_id, stone.request_public_id)
-            stone.lifted_at, stone.lifted_by, stone.lift_reason = timezone.now(), principal, reason.strip()
-            stone.save(update_fields=["lifted_at", "lifted_by", "lift_reason"])
-            audit.record_event(
+            with audit.changing(
+                stone,
                 tenant=stone.tenant_id,
-                actor=principal,
-                action=audit.Action.TOMBSTONE_LIFTED,
                 object_type="tombstone",
                 object_id=str(stone.pk),
+                actor=principal,
+                action=audit.Action.TOMBSTONE_LIFTED,
                 reason=reason,
-            )
+            ):
+                stone.lifted_at, stone.lifted_by, stone.lift_reason = timezone.now(), principal, reason.strip()
+                stone.save(update_fields=["lifted_at", "lifted_by", "lift_reason"])
     return stone
 
 

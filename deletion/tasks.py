@@ -152,7 +152,18 @@ def recheck_confirmed(now: Any) -> int:
         if verification.remaining == 0:
             StoreProgress.objects.filter(pk=progress.pk).update(verified_at=now)
             continue
-        with transaction.atomic():
+        with (
+            transaction.atomic(),
+            audit.changing(
+                progress.request,
+                tenant=progress.request.tenant_id,
+                object_type="deletion",
+                object_id=progress.request.public_id,
+                actor=None,
+                action=audit.Action.DELETION_REOPENED,
+                reason=f"{progress.store}: {verification.remaining} found again",
+            ),
+        ):
             StoreProgress.objects.filter(pk=progress.pk).update(
                 state=StoreProgress.State.PENDING,
                 remaining=verification.remaining,
@@ -160,14 +171,6 @@ def recheck_confirmed(now: Any) -> int:
             )
             DeletionRequest.objects.filter(pk=progress.request_id).update(
                 state=DeletionRequest.State.PURGING, purge_confirmed_at=None, backups_expire_at=None
-            )
-            audit.record_event(
-                tenant=progress.request.tenant_id,
-                actor=None,
-                action=audit.Action.DELETION_REOPENED,
-                object_type="deletion",
-                object_id=progress.request.public_id,
-                reason=f"{progress.store}: {verification.remaining} found again",
             )
         purge_store.delay(progress.pk)
         reopened += 1

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from operator import attrgetter
 from typing import Any, cast
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import models
+from django.db import models, transaction
 
 from memory_admin.accounts.models import Principal, Tenant
 from memory_admin.lib import rows
@@ -260,3 +262,76 @@ def record_event(
         reason=reason,
         **kwargs,
     )
+
+
+@contextmanager
+def changing[T](
+    obj: T,
+    *,
+    actor: Principal | None,
+    action: Action,
+    reason: str = "",
+    at: datetime | None = None,
+    tenant: Tenant | int | None = None,
+    object_type: str = "",
+    object_id: str = "",
+    snapshot_of: Callable[[T], dict[str, Any]] | None = None,
+    into: list[Event] | None = None,
+) -> Iterator[Event]:
+    """Audit the change the block makes to `obj`, in the change's transaction:
+
+    1. take `obj`'s before-snapshot;
+    2. the block changes `obj` (and saves it);
+    3. take the after-snapshot and write the event (`record_event`), or, with `into`, append it there for the
+       caller to write with others (`record_events`).
+
+    A record (MemoryRecord) needs nothing more: its tenant, "record", its memory_id and `snapshot` are the
+    defaults. Anything else names its tenant, object_type and object_id, and a `snapshot_of` function if the
+    event keeps snapshots (else before and after stay None). The block may adjust the yielded event: an `after`
+    or a reason known only once the change is made, an action that depends on what the change concluded.
+
+    If the block raises, no event is written and the change goes with the transaction: the block runs in the
+    caller's transaction (no savepoint, no extra statement), which an exception marks for rollback, or in one of
+    its own when the caller has none.
+    With `into`, the caller writes the events, so they and the change share the caller's transaction.
+    """
+    if isinstance(obj, MemoryRecord):
+        tenant = obj.tenant_id if tenant is None else tenant
+        object_type = object_type or "record"
+        object_id = object_id or obj.memory_id
+        snapshot_of = snapshot_of or cast(Callable[[T], dict[str, Any]], snapshot)
+    if tenant is None or not object_type or not object_id:
+        raise TypeError("audit.changing needs the tenant, object_type and object_id of what is not a record.")
+    event = Event(
+        actor=actor,
+        action=action,
+        object_type=object_type,
+        object_id=object_id,
+        before=snapshot_of(obj) if snapshot_of else None,
+        reason=reason,
+    )
+    if into is not None:
+        # The caller writes the events it collects, in its own transaction (memory.batch: many in one INSERT).
+        yield event
+        if snapshot_of is not None:
+            event.after = snapshot_of(obj)
+        into.append(event)
+        return
+    # Inside the caller's transaction, a failure marks it for rollback (no savepoint, no statement); without one,
+    # the change and its event get a transaction of their own.
+    in_transaction = transaction.get_connection().in_atomic_block
+    with transaction.mark_for_rollback_on_error() if in_transaction else transaction.atomic():
+        yield event
+        if snapshot_of is not None:
+            event.after = snapshot_of(obj)
+        record_event(
+            tenant=tenant,
+            actor=event.actor,
+            action=event.action,
+            object_type=event.object_type,
+            object_id=event.object_id,
+            before=event.before,
+            after=event.after,
+            reason=event.reason,
+            at=at,
+        )

@@ -44,12 +44,10 @@ from memory_admin.accounts.models import Principal, Tenant
 from memory_admin.lib import rows
 from memory_admin.memory import audit, hooks, stats
 from memory_admin.memory.actions import (
-    _APPLY,
     Assertion,
     AssertResult,
     Outcome,
     Step,
-    _Write,
     assert_fact,
     decide,
     derived_from_problems,
@@ -58,6 +56,8 @@ from memory_admin.memory.actions import (
     project_for,
     validate_assertion,
 )
+from memory_admin.memory.actions.assertion import _Write
+from memory_admin.memory.actions.fact_writes import _APPLY
 from memory_admin.memory.errors import DomainError, RevisionConflict
 from memory_admin.memory.models import AuditEvent, FieldPolicy, MemoryRecord, Project
 from memory_admin.memory.policies import authorize_issuer, policies_for
@@ -343,7 +343,7 @@ def _lock_facts(tenant_id: int, keys: list[tuple[str, str, str]]) -> None:
 def _read_facts(
     tenant_id: int, projects: dict[str, Project], keys: list[tuple[str, str, str]]
 ) -> dict[tuple[str, str, str], tuple[list[MemoryRecord], int]]:
-    """`actions._read_fact` for many fact keys: each key's head and accepted rows (locked) and its next
+    """`actions.facts._read_fact` for many fact keys: each key's head and accepted rows (locked) and its next
     revision (over every version, tombstoned ones awaiting purge included), in two queries."""
     if not keys:
         return {}

@@ -18,7 +18,8 @@ from django.utils import timezone
 
 from memory_admin.accounts.models import Principal
 from memory_admin.memory import audit
-from memory_admin.memory.actions import _require_curator, _require_reason, expire_record, get_record, may_expire
+from memory_admin.memory.actions import expire_record, get_record, may_expire
+from memory_admin.memory.actions.curation import _require_curator, _require_reason
 from memory_admin.memory.errors import InvalidState, NotFound
 from memory_admin.memory.models import ExpiryRequest, MemoryRecord
 
@@ -107,21 +108,23 @@ def decide_expiry(
                     f"The record is {record.status} now, so there is nothing to expire: decline the request."
                 )
             expire_record(principal, record.memory_id, decision_reason or request.reason, now=now)
-        request.status = Status.APPROVED if approve else Status.DECLINED
-        request.decided_at = now
-        request.decided_by = principal
-        request.decision_reason = decision_reason
-        request.save(update_fields=["status", "decided_at", "decided_by", "decision_reason"])
-        audit.record_event(
+        # Audited about the record (a deletion of it redacts the event too), with the request in `after`.
+        with audit.changing(
+            request,
             tenant=request.tenant_id,
-            actor=principal,
-            action=audit.Action.RECORD_EXPIRY_APPROVED if approve else audit.Action.RECORD_EXPIRY_DECLINED,
             object_type="record",
             object_id=request.record.memory_id,
-            after={"request": request.public_id, "requested_by": request.requested_by.name or "agent"},
+            actor=principal,
+            action=audit.Action.RECORD_EXPIRY_APPROVED if approve else audit.Action.RECORD_EXPIRY_DECLINED,
             reason=decision_reason,
             at=now,
-        )
+        ) as event:
+            request.status = Status.APPROVED if approve else Status.DECLINED
+            request.decided_at = now
+            request.decided_by = principal
+            request.decision_reason = decision_reason
+            request.save(update_fields=["status", "decided_at", "decided_by", "decision_reason"])
+            event.after = {"request": request.public_id, "requested_by": request.requested_by.name or "agent"}
     return request
 
 

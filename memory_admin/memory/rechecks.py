@@ -113,25 +113,16 @@ def record_recheck(
             error=error,
             attempted_at=now,
         )
-        before = audit.snapshot(locked)
-        if outcome == Result.VERIFIED_UNCHANGED:
-            _apply_verified(locked, policy, now)
-        elif outcome == Result.VERIFIED_CHANGED:
-            _apply_changed(locked, attempt, policy, source_revision, source_ref, issuer=issuer, now=now)
-        elif outcome == Result.SOURCE_AMBIGUOUS or (outcome == Result.NOT_CHECKED and trigger != Trigger.ACTION):
-            _flag_for_owner(locked, outcome, error)
-        attempt.save()
-        audit.record_event(
-            tenant=locked.tenant_id,
-            actor=reporter,
-            action=audit.rechecked(attempt.outcome),
-            object_type="record",
-            object_id=locked.memory_id,
-            before=before,
-            after=audit.snapshot(locked),
-            reason=attempt.error,
-            at=now,
-        )
+        with audit.changing(locked, actor=reporter, action=audit.rechecked(outcome), at=now) as event:
+            if outcome == Result.VERIFIED_UNCHANGED:
+                _apply_verified(locked, policy, now)
+            elif outcome == Result.VERIFIED_CHANGED:
+                _apply_changed(locked, attempt, policy, source_revision, source_ref, issuer=issuer, now=now)
+            elif outcome == Result.SOURCE_AMBIGUOUS or (outcome == Result.NOT_CHECKED and trigger != Trigger.ACTION):
+                _flag_for_owner(locked, outcome, error)
+            attempt.save()
+            # A change the source reported that could not become current is audited as source_ambiguous.
+            event.action, event.reason = audit.rechecked(attempt.outcome), attempt.error
     return attempt
 
 

@@ -149,21 +149,23 @@ def revoke(token: ApiToken, *, actor: Principal | None, reason: str = "", now: d
         problems.append(f"At most {REASON_MAX_LENGTH} characters.")
     if problems:
         raise InvalidInput({"reason": problems})
-    before = token.state(now)  # active or expired: a revoked token stops at the compare-and-set below
-    with transaction.atomic():
-        if not token.revoke(by=actor, reason=reason, now=now):
-            raise InvalidState(f"Token {token.prefix}… ({token.name}) was revoked already.")
-        audit.record_event(
+    # Before: active or expired (a revoked token stops at the compare-and-set); after: revoked.
+    with (
+        transaction.atomic(),
+        audit.changing(
+            token,
             tenant=token.principal.tenant_pk,
-            actor=actor,
-            action=audit.Action.TOKEN_REVOKED,
             object_type="token",
             object_id=str(token.pk),
-            before={**_snapshot(token), "state": before.value},
-            after={**_snapshot(token), "state": ApiToken.State.REVOKED.value},
+            snapshot_of=lambda t: {**_snapshot(t), "state": t.state(now).value},
+            actor=actor,
+            action=audit.Action.TOKEN_REVOKED,
             reason=reason,
             at=now,
-        )
+        ),
+    ):
+        if not token.revoke(by=actor, reason=reason, now=now):
+            raise InvalidState(f"Token {token.prefix}… ({token.name}) was revoked already.")
     return token
 
 
