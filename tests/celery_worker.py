@@ -16,7 +16,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import ROOT
 
 
 def _test_database_url() -> str:

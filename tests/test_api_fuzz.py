@@ -32,7 +32,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 from memory_admin.accounts.models import Principal
 from memory_admin.accounts.services import create_token, ensure_principal, issue_token
 from memory_admin.memory.actions import Assertion, assert_fact
-from tests.conftest import at, deadline
+from tests.support import at, deadline
 
 SEED = 20261020
 MAX_EXAMPLES = int(os.environ.get("FUZZ_MAX_EXAMPLES", "25"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memory_admin.memory import reads
 from memory_admin.memory.actions import expire_record
-from tests.conftest import DEADLINE, at
+from tests.support import DEADLINE, at
 
 
 def value_as_of(principal, **when):

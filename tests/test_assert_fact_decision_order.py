@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from memory_admin.memory.models import AuditEvent, Dispute, FieldPolicy, MemoryRecord
-from tests.conftest import DEADLINE, TASK_REF, at, body, deadline
+from tests.support import DEADLINE, TASK_REF, at, body, deadline
 
 
 def test_a_first_assertion_is_accepted_with_201(api, agent):

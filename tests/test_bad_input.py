@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from memory_admin.memory.models import MemoryRecord
-from tests.conftest import at, body, deadline
+from tests.support import at, body, deadline
 
 
 def post(client, payload):

@@ -19,7 +19,7 @@ from memory_admin.api import views as api_views
 from memory_admin.derived.models import ContextLoad, ScheduledAction, Summary
 from memory_admin.memory.models import FieldPolicy, MemoryRecord, RecheckAttempt
 from memory_admin.memory.validation import MAX_DURATION, MAX_RETENTION_DAYS
-from tests.conftest import DEADLINE, at, body, deadline
+from tests.support import DEADLINE, at, body, deadline
 
 INT_MAX = 2**31 - 1
 

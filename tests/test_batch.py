@@ -22,7 +22,7 @@ from memory_admin.memory.actions import Assertion, assert_fact
 from memory_admin.memory.batch import BATCH_SUPERSEDED_REASON, MAX_BATCH_ITEMS, BatchTooLarge, assert_facts
 from memory_admin.memory.errors import DomainError, InvalidInput
 from memory_admin.memory.models import AuditEvent, Dispute, FieldPolicy, MemoryRecord
-from tests.conftest import DEADLINE, TASK_REF, at, body, deadline
+from tests.support import DEADLINE, TASK_REF, at, body, deadline
 
 URL = "/api/v1/records/batch/"
 

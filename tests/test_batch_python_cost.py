@@ -20,7 +20,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from memory_admin.memory import audit, batch
 from memory_admin.memory.batch import assert_facts
 from memory_admin.memory.models import MemoryRecord
-from tests.conftest import at, deadline
+from tests.support import at, deadline
 
 
 def round_trip(value: Any) -> Any:

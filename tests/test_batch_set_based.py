@@ -20,7 +20,7 @@ from memory_admin.memory.batch import assert_facts
 from memory_admin.memory.errors import InvalidInput
 from memory_admin.memory.models import AuditEvent, MemoryRecord
 from memory_admin.shapes.items import ItemParser, assertion_of
-from tests.conftest import at, body
+from tests.support import at, body
 
 # Text PostgreSQL's array syntax gives a meaning to (quotes, backslashes, braces, commas, the word NULL, spaces).
 AWKWARD = ['say "hi"', "back\\slash", "{braces}", "a,b", "NULL", "  padded  ", "", "ünïcødé ✓ 日本", '\\"}']

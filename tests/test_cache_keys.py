@@ -17,7 +17,7 @@ from deletion.stores.caches import CachesStore
 from memory_admin.derived.caches import cache_key, cached_fact, fact_key, store
 from memory_admin.derived.models import CacheEntry
 from memory_admin.memory.actions import Assertion, assert_fact
-from tests.conftest import at
+from tests.support import at
 
 LONG_PROJECT = "p" * 100
 ALICE = "mailer-" + "m" * 150 + "-alice"

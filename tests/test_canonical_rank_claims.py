@@ -14,7 +14,7 @@ from memory_admin.accounts.services import ensure_principal
 from memory_admin.memory.actions import Outcome, assert_fact
 from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord
 from memory_admin.memory.rechecks import canonical_issuer
-from tests.conftest import DEADLINE, TASK_REF, at, body, deadline
+from tests.support import DEADLINE, TASK_REF, at, body, deadline
 
 
 @pytest.fixture

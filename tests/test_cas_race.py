@@ -11,7 +11,7 @@ from django.db import connection
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.errors import DisputeOpen, RevisionConflict
 from memory_admin.memory.models import MemoryRecord
-from tests.conftest import DEADLINE, at, deadline
+from tests.support import DEADLINE, at, deadline
 
 WRITERS = 24
 

@@ -20,7 +20,7 @@ from memory_admin.memory.actions import Outcome, assert_fact, expire_record, fac
 from memory_admin.memory.errors import IssuerNotAuthorized
 from memory_admin.memory.models import AuditEvent, FieldPolicy, MemoryRecord, Project
 from memory_admin.memory.policies import locked_policy_for, policy_for
-from tests.conftest import DEADLINE, at, deadline, on_postgres
+from tests.support import DEADLINE, at, deadline, on_postgres
 
 
 def _record_statements(queries: CaptureQueriesContext) -> list[str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.utils import timezone
@@ -12,9 +11,7 @@ from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.models import MemoryRecord
 from memory_admin.memory.tasks import settle_valid_time_transitions
 from tests.celery_worker import require_real_broker, running_worker, wait_until
-from tests.conftest import deadline
-
-ARTIFACTS = Path(__file__).resolve().parent.parent / "var" / "test-artifacts"
+from tests.support import ARTIFACTS, deadline
 
 
 @pytest.mark.celery

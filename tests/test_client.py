@@ -35,10 +35,9 @@ from memory_governance import types as t
 from memory_governance._core import Call
 from memory_governance.errors import AuthenticationFailed, Forbidden
 
-from memory_admin.accounts.models import Principal
-from memory_admin.accounts.services import ensure_principal, issue_token
 from memory_admin.memory import policies
 from memory_admin.memory.actions import Assertion, assert_fact
+from tests.support.client import Personas
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -52,24 +51,6 @@ def now() -> datetime:
 
 
 # --- Personas with tokens, and the server's request count ---------------------------------------------
-
-
-class Personas:
-    """Each persona of the acme tenant, with a client on the live server."""
-
-    def __init__(self, base_url: str) -> None:
-        self.base_url = base_url
-        self.principals: dict[str, Principal] = {}
-        self.tokens: dict[str, str] = {}
-
-    def token(self, name: str, role: str, tenant: str = "acme") -> str:
-        if name not in self.tokens:
-            self.principals[name] = ensure_principal(tenant, name, [role], password=None, validate=False)
-            self.tokens[name] = issue_token(self.principals[name])
-        return self.tokens[name]
-
-    def client(self, name: str, role: str = "agent", **kwargs: Any) -> Client:
-        return Client(self.base_url, self.token(name, role), **kwargs)
 
 
 @pytest.fixture

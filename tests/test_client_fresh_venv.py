@@ -19,10 +19,11 @@ import pytest
 
 from memory_admin.accounts.services import ensure_principal, issue_token
 from memory_admin.memory.actions import Assertion, assert_fact
+from tests.support import ROOT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-PACKAGE = Path(__file__).resolve().parent.parent / "integrations" / "python"
+PACKAGE = ROOT / "integrations" / "python"
 
 SCRIPT = textwrap.dedent(
     """

@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,8 +23,8 @@ from memory_admin.conformance.runner import DEFAULT_VARIANTS, grouped, run_suite
 from memory_admin.conformance.targets import TARGETS, Reading
 from memory_admin.conformance.targets.this import ThisSession, ThisTarget
 from tests.celery_worker import _test_database_url, require_real_broker, running_worker, wait_until
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "var" / "test-artifacts"
 # The built-in targets, in the order of the table's columns: the product, then the baselines by name.
 ALL_TARGETS = ["this", "langgraph-inmemory", "langmem", "vector-ttl"]

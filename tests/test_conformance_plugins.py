@@ -21,8 +21,8 @@ from memory_admin.conformance.targets import ENTRY_POINT_GROUP, problems, redisc
 from memory_admin.conformance.targets.this import ThisTarget
 from memory_admin.conformance.tasks import run_conformance
 from tests.celery_worker import _test_database_url
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 BUILT_IN = ["this", "langgraph-inmemory", "langmem", "vector-ttl"]
 
 

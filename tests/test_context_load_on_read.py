@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from memory_admin.derived.models import ContextItem, ContextLoad, Invalidation
 from memory_admin.memory.actions import assert_fact, exclude_record
-from tests.conftest import DEADLINE, at, deadline
+from tests.support import DEADLINE, at, deadline
 
 FACTS = "/api/v1/facts/current/"
 SEARCH = "/api/v1/search/"

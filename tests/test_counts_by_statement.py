@@ -17,8 +17,8 @@ from memory_admin.memory import stats
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.batch import assert_facts
 from memory_admin.memory.models import MemoryRecord
-from tests.conftest import on_postgres
-from tests.test_stats import DAY, agrees, fact
+from tests.support import on_postgres
+from tests.support.stats import DAY, agrees, fact
 
 Status = MemoryRecord.Status
 

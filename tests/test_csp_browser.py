@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import ConsoleMessage, Page, expect
 
-from tests.test_browser import DEADLINE_FACT, browser, demo, page, sign_in  # noqa: F401  (fixtures)
+from tests.support.browser import DEADLINE_FACT, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -34,7 +34,7 @@ def _events(tab: Page) -> list[str]:
     return list(tab.evaluate("window.__csp || []"))
 
 
-def test_the_pages_and_their_htmx_run_under_the_policy(page: Page, live_server: Any) -> None:  # noqa: F811
+def test_the_pages_and_their_htmx_run_under_the_policy(page: Page, live_server: Any) -> None:
     refused = _refusals(page)
     response = page.goto("/login/")
     assert response is not None
@@ -68,7 +68,7 @@ def test_the_pages_and_their_htmx_run_under_the_policy(page: Page, live_server: 
     assert refused == [] and seen == []
 
 
-def test_swagger_ui_runs_under_the_policy(page: Page, live_server: Any) -> None:  # noqa: F811
+def test_swagger_ui_runs_under_the_policy(page: Page, live_server: Any) -> None:
     refused = _refusals(page)
     page.goto("/api/v1/docs/")
     # Swagger UI draws the operations only when its bundle and start-up script both ran.
@@ -76,7 +76,7 @@ def test_swagger_ui_runs_under_the_policy(page: Page, live_server: Any) -> None:
     assert refused == [] and _events(page) == []
 
 
-def test_the_django_admin_runs_under_the_policy(page: Page) -> None:  # noqa: F811
+def test_the_django_admin_runs_under_the_policy(page: Page) -> None:
     refused = _refusals(page)
     sign_in(page, "admin@demo")
     page.goto("/admin/")

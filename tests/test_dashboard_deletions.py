@@ -9,7 +9,7 @@ from django.test import Client
 from deletion.models import DeletionRequest
 from memory_admin.derived.exports import export_project
 from memory_admin.memory.actions import assert_fact
-from tests.conftest import DEADLINE, at, deadline
+from tests.support import DEADLINE, at, deadline
 
 SUBJECT = DEADLINE["subject_id"]
 FORM = {"project_id": "project-a", "scope_kind": "subject_id", "scope_value": SUBJECT, "reason": "Data subject request"}

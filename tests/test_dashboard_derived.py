@@ -11,7 +11,7 @@ from memory_admin.derived import lineage
 from memory_admin.derived.lineage import BaseRef
 from memory_admin.derived.tasks import refresh_record_vectors
 from memory_admin.memory.actions import assert_fact
-from tests.conftest import at, deadline
+from tests.support import at, deadline
 
 FACT_URL = "/facts/?project=project-a&subject=task-proposal-017&predicate=submission_deadline"
 

@@ -14,7 +14,7 @@ from playwright.sync_api import Browser, expect
 from memory_admin.accounts.models import Principal
 from memory_admin.memory import expiry
 from memory_admin.memory.models import ExpiryRequest, FieldPolicy, MemoryRecord
-from tests.test_browser import CHROMIUM_ARGS, PASSWORD, browser, demo  # noqa: F401  (fixtures)
+from tests.support.browser import PASSWORD
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -32,7 +32,7 @@ def _signed_in(username: str) -> PageClient:
     return client
 
 
-def test_the_inbox_names_the_request_and_the_page_refuses_other_roles(demo: None) -> None:  # noqa: F811
+def test_the_inbox_names_the_request_and_the_page_refuses_other_roles(demo: None) -> None:
     asked = _asked()
     overview = _signed_in("owner@demo").get("/")
     text = overview.content.decode()
@@ -47,7 +47,7 @@ def test_the_inbox_names_the_request_and_the_page_refuses_other_roles(demo: None
 
 
 @pytest.mark.browser
-def test_an_owner_declines_with_a_reason_then_approves_another(browser: Browser, live_server: Any, demo: None) -> None:  # noqa: F811
+def test_an_owner_declines_with_a_reason_then_approves_another(browser: Browser, live_server: Any, demo: None) -> None:
     asked = _asked()
     record = asked.record
     context = browser.new_context(base_url=live_server.url, viewport={"width": 390, "height": 900})
@@ -84,7 +84,7 @@ def test_an_owner_declines_with_a_reason_then_approves_another(browser: Browser,
 
 
 def test_an_admin_lets_agents_expire_their_own_facts_of_a_field_on_the_policy_page(admin) -> None:
-    from tests.test_dashboard_rechecks import POLICY_FORM, signed_in
+    from tests.support.pages import POLICY_FORM, signed_in
 
     client = signed_in(admin)
     assert client.post("/policies/new/", {**POLICY_FORM, "agents_expire_own": "on"}).status_code == 302

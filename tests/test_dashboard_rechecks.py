@@ -5,22 +5,16 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.test import Client
 from django.utils import timezone
 
 from memory_admin.memory.actions import Assertion, assert_fact
 from memory_admin.memory.models import AuditEvent, FieldPolicy, MemoryRecord, RecheckAttempt
 from tests.canonical_source import http_json_source
-from tests.conftest import DEADLINE, deadline
+from tests.support import DEADLINE, deadline
+from tests.support.pages import POLICY_FORM, signed_in
 
 FACT_URL = "/facts/?project=project-a&subject=task-proposal-017&predicate=submission_deadline"
 SUBJECT = DEADLINE["subject_id"]
-
-
-def signed_in(principal) -> Client:
-    client = Client()
-    client.force_login(principal)
-    return client
 
 
 @pytest.fixture
@@ -39,24 +33,6 @@ def http_policy(admin, source):
 def overdue(agent, http_policy):
     past = timezone.now() - timedelta(days=3)
     return assert_fact(agent, deadline("2026-11-02", "r18", past), now=past, verified_at=past).record
-
-
-POLICY_FORM = {
-    "project_id": "",
-    "predicate": "send_permission",
-    "authorized_issuers": "ada, olivia",
-    "canonical_ref_prefix": "iam:",
-    "connector": "http_json",
-    "url_template": "http://127.0.0.1:9/{subject_id}",
-    "value_pointer": "/value",
-    "revision_pointer": "/rev",
-    "timeout_seconds": "2",
-    "recheck_interval": "PT6H",
-    "recheck_before_action": "on",
-    "on_failure": "block_action",
-    "risk": "high",
-    "retention_days": "",
-}
 
 
 def test_an_admin_creates_a_policy_in_the_editor(admin):

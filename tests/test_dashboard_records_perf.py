@@ -28,7 +28,7 @@ from memory_admin.dashboard.templatetags.dashboard import RECORD_ROW_COLUMNS, Re
 from memory_admin.memory import stats
 from memory_admin.memory.actions import Assertion, assert_fact, exclude_record
 from memory_admin.memory.models import MemoryRecord, Project
-from tests.conftest import on_postgres
+from tests.support import on_postgres
 
 DAY = timedelta(days=1)
 

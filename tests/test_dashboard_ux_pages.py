@@ -18,7 +18,7 @@ from deletion.models import Backup, DeletionRequest, StoreProgress
 from deletion.tasks import purge_store
 from memory_admin.memory.actions import Assertion, assert_fact
 from memory_admin.memory.models import Dispute, FieldPolicy
-from tests.conftest import DEADLINE, at, deadline
+from tests.support import DEADLINE, at, deadline
 
 PRICE: dict[str, Any] = {"project_id": "project-a", "subject_id": "product-x", "predicate": "unit_price"}
 ISO = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}")

@@ -7,7 +7,7 @@ from django.test import Client
 
 from memory_admin.memory.actions import Assertion, assert_fact
 from memory_admin.memory.models import AuditEvent, Dispute, MemoryRecord
-from tests.conftest import at
+from tests.support import at
 
 FACT_URL = "/facts/?project=project-a&subject=task-proposal-017&predicate=submission_deadline"
 PRICE = {"project_id": "project-a", "subject_id": "product-x", "predicate": "unit_price"}

@@ -16,7 +16,7 @@ from memory_admin.memory.actions import assert_fact, expire_record
 from memory_admin.memory.errors import InvalidInput
 from memory_admin.memory.models import FieldPolicy, MemoryRecord, Project
 from memory_admin.memory.policies import save_field_policy
-from tests.conftest import DEADLINE, at, body, deadline
+from tests.support import DEADLINE, at, body, deadline
 
 # Year 1 at +05:00 is year 0 in UTC; 9999-12-31 23:00 at -05:00 is year 10000 in UTC.
 TOO_EARLY = "0001-01-01T00:00:00+05:00"

@@ -24,7 +24,7 @@ from memory_admin.derived.tasks import refresh_record_vectors
 from memory_admin.derived.vectors import get_index, where_objects
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.models import AuditEvent, MemoryRecord
-from tests.conftest import DEADLINE, at, body, deadline
+from tests.support import DEADLINE, at, body, deadline
 
 SUBJECT = DEADLINE["subject_id"]
 URL = "/api/v1/deletion-requests/"

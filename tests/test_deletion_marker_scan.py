@@ -42,7 +42,7 @@ from memory_admin.derived.models import Event, Invalidation, ScheduledAction, Su
 from memory_admin.derived.tasks import embed_summaries, refresh_record_vectors
 from memory_admin.derived.vectors import get_index, sql_str
 from memory_admin.memory.models import AuditEvent, Dispute, MemoryRecord, RecheckAttempt
-from tests.conftest import at
+from tests.support import at
 
 PROJECT = "project-a"
 SUBJECT = "person-marker"

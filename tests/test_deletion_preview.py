@@ -14,7 +14,7 @@ from deletion.models import DeletionRequest, Tombstone
 from memory_admin.accounts.services import ensure_principal
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.models import MemoryRecord
-from tests.conftest import DEADLINE, at, deadline
+from tests.support import DEADLINE, at, deadline
 
 URL = "/api/v1/deletion-requests/"
 SUBJECT = DEADLINE["subject_id"]

@@ -26,7 +26,7 @@ from memory_admin.derived.propagation import SET_KINDS, propagate_set
 from memory_admin.memory.actions import Assertion, assert_fact
 from memory_admin.memory.errors import Tombstoned
 from memory_admin.memory.models import MemoryRecord, Project, RecordHide
-from tests.conftest import at, body
+from tests.support import at, body
 
 PROJECT = "project-a"
 

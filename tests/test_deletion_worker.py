@@ -10,7 +10,6 @@ import socket
 import subprocess
 import time
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.utils import timezone
@@ -22,9 +21,8 @@ from memory_admin.derived.lineage import BaseRef
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.models import MemoryRecord
 from tests.celery_worker import require_real_broker, running_worker, wait_until
-from tests.conftest import DEADLINE, at, deadline
+from tests.support import ARTIFACTS, DEADLINE, at, deadline
 
-ARTIFACTS = Path(__file__).resolve().parent.parent / "var" / "test-artifacts"
 SUBJECT = DEADLINE["subject_id"]
 pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
 

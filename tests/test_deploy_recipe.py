@@ -12,7 +12,8 @@ from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import ROOT
+
 RECIPE = ROOT / "docs" / "deploying.md"
 
 

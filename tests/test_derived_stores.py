@@ -13,7 +13,7 @@ from memory_admin.derived.caches import fact_key
 from memory_admin.derived.lineage import BaseRef
 from memory_admin.derived.models import Invalidation, Propagation, ScheduledAction, Summary
 from memory_admin.memory.actions import assert_fact, exclude_record
-from tests.conftest import DEADLINE, at, deadline
+from tests.support import DEADLINE, at, deadline
 
 
 @pytest.fixture

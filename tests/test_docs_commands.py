@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 from django.core.management import get_commands, load_command_class
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import ROOT
+
 SHELL_LANGUAGES = {"sh", "bash", "shell", "console"}
 FENCE = re.compile(r"^(?P<indent>[ ]*)```(?P<lang>[^\n`]*)\n(?P<code>.*?)^(?P=indent)```[ ]*$", re.M | re.S)
 NOT_RUN = re.compile(r"^\s*\*Not run: (?P<reason>[^*]{10,})\*\s*$")

@@ -9,7 +9,8 @@ import re
 import unicodedata
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import ROOT
+
 DOCS = ROOT / "docs"
 FENCE = re.compile(r"^[ ]*```.*?^[ ]*```[ ]*$", re.M | re.S)
 INLINE_CODE = re.compile(r"`[^`\n]*`")

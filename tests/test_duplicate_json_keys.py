@@ -11,7 +11,7 @@ import pytest
 
 from memory_admin.lib.parsers import DuplicateKey, unique_keys
 from memory_admin.memory.models import MemoryRecord
-from tests.conftest import at, body, deadline
+from tests.support import at, body, deadline
 
 
 def _twice(data: dict, key: str, other: object) -> str:

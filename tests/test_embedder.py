@@ -16,7 +16,7 @@ from django.test import Client as PageClient
 from memory_admin.derived import embedding
 from memory_admin.derived.vectors import clear_index_cache, get_index
 from memory_admin.memory.actions import assert_fact
-from tests.conftest import at, deadline
+from tests.support import at, deadline
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from memory_admin.accounts.services import ensure_principal, issue_token
 from memory_admin.memory.actions import Assertion, assert_fact
 from memory_admin.memory.audit import Action
 from memory_admin.memory.models import AuditEvent, ExpiryRequest, FieldPolicy, MemoryRecord
-from tests.conftest import DEADLINE, at, deadline
+from tests.support import DEADLINE, at, deadline
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

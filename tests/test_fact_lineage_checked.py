@@ -14,7 +14,7 @@ from django.core.management import CommandError, call_command
 from memory_admin.accounts.tenancy import tenant_context
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.models import MemoryRecord
-from tests.conftest import DEADLINE, at, body, deadline
+from tests.support import DEADLINE, at, body, deadline
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.errors import RecheckRequired
 from memory_admin.memory.models import FieldPolicy, Project
 from memory_admin.memory.policies import policy_for
-from tests.conftest import DEADLINE, deadline
+from tests.support import DEADLINE, deadline
 
 SEND = {"project_id": "project-a", "subject_id": "agent-mailer", "predicate": "submission_deadline"}
 

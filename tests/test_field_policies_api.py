@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from memory_admin.memory.models import AuditEvent, FieldPolicy
-from tests.conftest import at, body, deadline
+from tests.support import at, body, deadline
 
 POLICY = {
     "project_id": "project-a",

@@ -30,7 +30,7 @@ from memory_admin.memory.actions import (
     settle_valid_time_transitions,
 )
 from memory_admin.memory.models import MemoryRecord
-from tests.conftest import at, deadline
+from tests.support import at, deadline
 
 LIMIT = {"project_id": "project-a", "subject_id": "expense-policy", "predicate": "approval_limit"}
 QUERY = {"project_id": "project-a", "q": "expense policy approval limit"}

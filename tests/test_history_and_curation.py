@@ -6,7 +6,7 @@ import pytest
 
 from memory_admin.memory.actions import Assertion, assert_fact
 from memory_admin.memory.models import AuditEvent, Dispute, MemoryRecord
-from tests.conftest import DEADLINE, at, deadline
+from tests.support import DEADLINE, at, deadline
 
 PRICE = {"project_id": "project-a", "subject_id": "product-x", "predicate": "unit_price"}
 

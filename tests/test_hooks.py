@@ -11,7 +11,6 @@ import ast
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +23,7 @@ from memory_admin.memory import hooks
 from memory_admin.memory.actions import assert_fact, exclude_record
 from memory_admin.memory.errors import InvalidInput, Tombstoned
 from memory_admin.memory.models import MemoryRecord
-from tests.conftest import at, deadline
+from tests.support import ROOT, at, deadline
 
 
 @pytest.fixture
@@ -112,7 +111,7 @@ def test_an_assertion_check_runs_before_the_transaction(agent, registered):
 def test_memory_modules_import_nothing_above_memory():
     """The domain modules of memory (not its doors: api/, management/, tasks.py) import neither derived,
     deletion nor the dashboard, not even inside a function."""
-    root = Path(__file__).resolve().parent.parent / "memory_admin" / "memory"
+    root = ROOT / "memory_admin" / "memory"
     upper = ("memory_admin.derived", "memory_admin.dashboard", "memory_admin.demo", "deletion")
     offenders = []
     for path in root.rglob("*.py"):

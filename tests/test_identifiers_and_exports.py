@@ -18,7 +18,7 @@ from memory_admin.memory.errors import InvalidInput, NotFound
 from memory_admin.memory.models import FieldPolicy, MemoryRecord, Project
 from memory_admin.memory.policies import save_field_policy
 from memory_admin.memory.validation import IDENTIFIER_PATTERN
-from tests.conftest import at, body, deadline
+from tests.support import at, body, deadline
 
 TRAVERSAL = "../../../../../../tmp/x"
 BAD_IDS = [

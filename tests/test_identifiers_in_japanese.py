@@ -21,7 +21,7 @@ from rest_framework.exceptions import ValidationError
 from memory_admin.accounts.services import issue_token
 from memory_admin.mcp import tools
 from memory_admin.memory.models import MemoryRecord, Project
-from tests.conftest import at
+from tests.support import at
 
 FULLWIDTH = "\uff50\uff52\uff4f\uff4a\uff45\uff43\uff54\uff0d\uff41"  # fullwidth "project-a"; NFKC: project-a
 # One of each forbidden class, as a subject id.

@@ -17,7 +17,7 @@ from django.core.management import CommandError, call_command
 from memory_admin.accounts.services import ensure_principal
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.models import AuditEvent, MemoryRecord
-from tests.conftest import at, body, deadline
+from tests.support import at, body, deadline
 
 
 def line(subject: str, value: Any, revision: str = "r1", **extra: Any) -> str:

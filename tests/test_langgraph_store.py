@@ -15,7 +15,6 @@ import dataclasses
 import json
 import operator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
@@ -26,7 +25,8 @@ from memory_governance import AsyncClient, Client, DisputeOpen, RevisionConflict
 from memory_governance.langgraph_store import GovernedStore
 
 from memory_admin.demo import seed_demo
-from tests.test_client import Personas
+from tests.support import ROOT
+from tests.support.client import Personas
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -385,7 +385,7 @@ def test_langmem_memory_tools_work_over_the_store(personas: Personas) -> None:
 
 def _docs_example(section: str) -> str:
     """The first ```python block of the section `section` of docs/integrations.md."""
-    page = (Path(__file__).resolve().parent.parent / "docs" / "integrations.md").read_text()
+    page = (ROOT / "docs" / "integrations.md").read_text()
     body = page.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
     return body.split("```python\n", 1)[1].split("```", 1)[0]
 

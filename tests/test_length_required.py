@@ -10,7 +10,7 @@ import pytest
 
 from memory_admin.accounts.services import issue_token
 from memory_admin.memory.models import MemoryRecord
-from tests.conftest import DEADLINE, at, body, deadline
+from tests.support import DEADLINE, at, body, deadline
 
 RECORD = body(deadline("2026-10-30T17:00+09:00", "r17", at(10, 20)))
 

@@ -15,7 +15,7 @@ from django.utils import timezone
 import memory_admin.urls
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.models import FieldPolicy
-from tests.conftest import DEADLINE, deadline
+from tests.support import DEADLINE, deadline
 
 URL = "/api/v1/bench/ceiling/"
 

@@ -3,23 +3,15 @@ stdio by spawning `manage.py mcp --token …` on the test database."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import httpx
-import httpx2
 import pytest
 from django.utils import timezone
-from mcp import Client, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CallToolResult
 
 from deletion import service as deletion_service
 from deletion.models import DeletionRequest
@@ -30,65 +22,8 @@ from memory_admin.memory.errors import InvalidInput
 from memory_admin.memory.models import AuditEvent, FieldPolicy
 from tests.canonical_source import http_json_source
 from tests.celery_worker import _test_database_url
-from tests.conftest import DEADLINE, deadline
-
-ROOT = Path(__file__).resolve().parent.parent
-TOOLS = {
-    "remember",
-    "recall",
-    "recall_as_of",
-    "history",
-    "search_memory",
-    "list_conflicts",
-    "pending_notices",
-    "acknowledge_notice",
-    "request_forget",
-}
-FACT = {**DEADLINE}
-
-
-@asynccontextmanager
-async def over_http(base_url: str, token: str | None) -> AsyncIterator[Client]:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
-        async with Client(streamable_http_client(f"{base_url}/mcp/", http_client=http)) as client:
-            yield client
-
-
-@asynccontextmanager
-async def over_stdio(token: str) -> AsyncIterator[Client]:
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["manage.py", "mcp", "--token", token],
-        cwd=ROOT,
-        env={**os.environ, "DATABASE_URL": _test_database_url()},
-    )
-    async with Client(params, read_timeout_seconds=60) as client:
-        yield client
-
-
-def run[T](session: Callable[[], Awaitable[T]]) -> T:
-    return asyncio.run(session())  # type: ignore[arg-type]
-
-
-def data(result: CallToolResult) -> dict[str, Any]:
-    """The structured content, which the second text block carries as JSON too (for clients without it)."""
-    assert result.structured_content is not None
-    assert json.loads(result.content[1].text) == result.structured_content  # type: ignore[union-attr]
-    return result.structured_content
-
-
-def summary(result: CallToolResult) -> str:
-    return result.content[0].text  # type: ignore[union-attr]
-
-
-REMEMBER = {
-    **FACT,
-    "value": "2026-10-30T17:00+09:00",
-    "source_ref": "task-system:project-a/task-proposal-017",
-    "source_revision": "r17",
-    "valid_from": "2026-10-20T09:00:00+09:00",
-}
+from tests.support import DEADLINE, ROOT, deadline
+from tests.support.mcp import FACT, REMEMBER, TOOLS, data, over_http, over_stdio, run, summary
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -23,11 +22,10 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from tests.test_rls import LINK_TABLES
+from tests.support import ROOT
+from tests.support.rls import LINK_TABLES
 
 pytestmark = pytest.mark.postgres_only(reason="row-level security and role grants are PostgreSQL's")
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _owner_url(dbname: str) -> str:

@@ -23,8 +23,8 @@ from memory_admin.mcp import tools
 from memory_admin.memory import batch, errors
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.models import FieldPolicy
-from tests.conftest import DEADLINE, at, deadline
-from tests.test_mcp import FACT, REMEMBER, TOOLS, data, over_http, run
+from tests.support import DEADLINE, at, deadline
+from tests.support.mcp import FACT, REMEMBER, TOOLS, data, over_http, run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

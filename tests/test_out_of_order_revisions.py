@@ -24,7 +24,7 @@ from memory_admin.memory import reads
 from memory_admin.memory.actions import Assertion, Outcome, assert_fact, settle_valid_time_transitions
 from memory_admin.memory.batch import assert_facts
 from memory_admin.memory.models import MemoryRecord
-from tests.conftest import DEADLINE, at, body, deadline
+from tests.support import DEADLINE, at, body, deadline
 
 LIMIT = {"project_id": "project-a", "subject_id": "expense-policy", "predicate": "approval_limit"}
 

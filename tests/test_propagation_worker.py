@@ -4,7 +4,6 @@ and the cache (Redis under `make test`) no longer answers with the old value."""
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.core.cache import cache
@@ -14,9 +13,7 @@ from memory_admin.derived.caches import fact_key
 from memory_admin.derived.models import Invalidation, Summary
 from memory_admin.derived.vectors import get_index
 from tests.celery_worker import require_real_broker, running_worker, wait_until
-from tests.conftest import DEADLINE, at, body, deadline
-
-ARTIFACTS = Path(__file__).resolve().parent.parent / "var" / "test-artifacts"
+from tests.support import ARTIFACTS, DEADLINE, at, body, deadline
 
 
 @pytest.mark.celery

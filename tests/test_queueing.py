@@ -7,18 +7,7 @@ import pytest
 from django.db import transaction
 
 from memory_admin.queueing import enqueue_after_commit, enqueue_batched_after_commit
-
-
-class RecordingTask:
-    """Stands in for a Celery task's `.delay`: the broker is not what these tests are about."""
-
-    name = "tests.recording"
-
-    def __init__(self) -> None:
-        self.calls: list[tuple] = []
-
-    def delay(self, *args: object) -> None:
-        self.calls.append(args)
+from tests.support.queueing import RecordingTask
 
 
 @pytest.mark.django_db(transaction=True)

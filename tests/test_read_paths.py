@@ -29,7 +29,7 @@ from memory_admin.memory import reads
 from memory_admin.memory.actions import Assertion, assert_fact, expire_record
 from memory_admin.memory.models import MemoryRecord
 from memory_admin.memory.shapes import payload_columns, record_payload
-from tests.conftest import DEADLINE, at
+from tests.support import DEADLINE, at
 
 
 @pytest.fixture
@@ -158,7 +158,7 @@ def _other_task(agent, number: str, value: str, now):
 def three_revisions(agent, moved_deadline):
     """The deadline at revision 3, its revision 2 also marked as superseding a tombstoned record and an extra
     live one (what a resolved dispute leaves), to check every supersession link the list renders."""
-    from tests.conftest import deadline
+    from tests.support import deadline
 
     third = assert_fact(
         agent, deadline("2026-11-09T17:00+09:00", "r19", at(10, 24), expected_revision=2), now=at(10, 24, 9, 1)

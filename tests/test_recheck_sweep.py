@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextvars
 import threading
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -17,8 +16,7 @@ from memory_admin.memory.rechecks import claim_due
 from memory_admin.memory.tasks import sweep_due_rechecks
 from tests.canonical_source import http_json_source, serving
 from tests.celery_worker import require_real_broker, running_worker, wait_until
-
-ARTIFACTS = Path(__file__).resolve().parent.parent / "var" / "test-artifacts"
+from tests.support import ARTIFACTS
 
 
 def due_records(agent, count: int, prefix: str = "task") -> list[MemoryRecord]:

@@ -10,7 +10,7 @@ from django.utils import timezone
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.models import FieldPolicy, MemoryRecord, RecheckAttempt
 from tests.canonical_source import http_json_source
-from tests.conftest import DEADLINE, deadline
+from tests.support import DEADLINE, deadline
 
 SUBJECT = DEADLINE["subject_id"]
 ACTION = {**DEADLINE, "purpose": "action"}

@@ -19,7 +19,7 @@ from memory_admin.derived.models import CacheEntry
 from memory_admin.memory import hooks, reads, rechecks, stats
 from memory_admin.memory.actions import Assertion, assert_fact
 from memory_admin.memory.models import Dispute, MemoryRecord, Project, RecordHide
-from tests.conftest import at, body, run_purge
+from tests.support import at, body, run_purge
 
 PROJECT = "project-a"
 

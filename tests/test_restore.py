@@ -13,7 +13,7 @@ from memory_admin.derived.lineage import BaseRef
 from memory_admin.derived.models import Event, Summary
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.models import AuditEvent, MemoryRecord
-from tests.conftest import DEADLINE, at, deadline
+from tests.support import DEADLINE, at, deadline
 
 SUBJECT = DEADLINE["subject_id"]
 

@@ -7,7 +7,6 @@ queries on purpose: they are the "one forgotten filter" the policies must make h
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,14 +28,13 @@ from memory_admin.rls.policies import (
     tenant_tables,
 )
 from tests.celery_worker import require_real_broker, running_worker, wait_until
-from tests.conftest import at, deadline
+from tests.support import ARTIFACTS, at, deadline
+from tests.support.rls import LINK_TABLES
 
 pytestmark = [
     pytest.mark.postgres_only(reason="row-level security is PostgreSQL's; SQLite keeps the application's filters"),
     pytest.mark.no_ambient_tenant,
 ]
-
-ARTIFACTS = Path(__file__).resolve().parent.parent / "var" / "test-artifacts"
 
 
 def _require_app_role() -> str:
@@ -102,16 +100,6 @@ def test_every_table_with_a_tenant_id_has_a_forced_tenant_policy(db):
             ), table
 
 
-# Tables without a tenant_id in their models that hang off tenant tables (memory_admin/rls/policies.py,
-# link_tables): migrate gives them the column, kept by a trigger from their parents.
-LINK_TABLES = {
-    "derived_summarybase",
-    "derived_actionbase",
-    "derived_contextitem",
-    "deletion_storeprogress",
-    "memory_dispute_candidates",
-    "derived_cacheentry_records",
-}
 # Tables with neither a tenant_id nor a key into a tenant table: no tenant's memory content. A new table must
 # be a tenant table, a link table, or named here with its reason (test below).
 NOT_TENANT_DATA = {

@@ -13,7 +13,7 @@ from django.db.models.signals import post_init, pre_init
 from memory_admin.lib import rows
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.models import AuditEvent, MemoryRecord, Project, RecheckAttempt
-from tests.conftest import at, deadline
+from tests.support import at, deadline
 
 # JSON that means something to PostgreSQL's array and JSON syntax, or to NULLIF: quotes, backslashes, the text
 # "null", JSON null inside a container, an empty object, unicode, a JSON document held as a string.

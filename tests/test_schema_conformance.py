@@ -23,7 +23,7 @@ from rest_framework.test import APIClient
 from memory_admin.accounts.models import Principal
 from memory_admin.accounts.services import ensure_principal
 from memory_admin.memory.actions import Assertion, assert_fact
-from tests.conftest import DEADLINE, at, deadline
+from tests.support import DEADLINE, at, deadline
 
 PREFIX = "/api/v1"
 ERROR_COMPONENT = "#/components/schemas/Error"

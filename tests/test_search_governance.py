@@ -14,7 +14,7 @@ from django.utils import timezone
 from memory_admin.memory.actions import Assertion, assert_fact
 from memory_admin.memory.models import FieldPolicy
 from memory_admin.memory.rechecks import report_recheck
-from tests.conftest import DEADLINE, deadline
+from tests.support import DEADLINE, deadline
 
 # The fields of a hit that must agree with `GET /facts/current/` for the same fact.
 SHARED = (

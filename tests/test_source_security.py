@@ -26,7 +26,7 @@ from django.test import Client
 
 from memory_admin.memory.models import FieldPolicy, RecheckAttempt
 from tests.canonical_source import http_json_source
-from tests.conftest import DEADLINE
+from tests.support import DEADLINE
 
 SUBJECT = DEADLINE["subject_id"]
 REFUSED = "not an address this server fetches"

@@ -22,7 +22,7 @@ from memory_admin.accounts.tenancy import tenant_context
 from memory_admin.derived import lineage
 from memory_admin.derived.models import Event, EventHide, EventSubject
 from memory_admin.memory.actions import assert_fact, project_for
-from tests.conftest import DEADLINE, at, deadline
+from tests.support import DEADLINE, at, deadline
 
 SUBJECT = DEADLINE["subject_id"]
 URL = "/api/v1/deletion-requests/"

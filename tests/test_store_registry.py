@@ -25,7 +25,7 @@ from deletion.stores import Found, Job, Scope, Store, Verification, register, un
 from deletion.tasks import purge_store
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.models import MemoryRecord
-from tests.conftest import DEADLINE, at, deadline
+from tests.support import DEADLINE, at, deadline
 
 SUBJECT = DEADLINE["subject_id"]
 URL = "/api/v1/deletion-requests/"

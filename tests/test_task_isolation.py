@@ -16,7 +16,7 @@ from memory_admin.derived.models import ScheduledAction
 from memory_admin.memory import tasks
 from memory_admin.memory.actions import Assertion, assert_fact, settle_valid_time_transitions
 from memory_admin.memory.models import AuditEvent, MemoryRecord
-from tests.conftest import deadline
+from tests.support import deadline
 
 Status = MemoryRecord.Status
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memory_admin.memory.models import FieldPolicy, MemoryRecord
-from tests.conftest import DEADLINE, at, body, deadline
+from tests.support import DEADLINE, at, body, deadline
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from deletion import service
 from deletion.models import DeletionRequest, Tombstone
 from memory_admin.memory import stats
 from memory_admin.memory.models import AuditEvent, MemoryRecord, RecordHide
-from tests.conftest import DEADLINE, at, body, deadline, run_purge
+from tests.support import DEADLINE, at, body, deadline, run_purge
 
 SUBJECT = DEADLINE["subject_id"]
 REASSERTION = deadline("2026-11-02T17:00+09:00", "r99", at(10, 23))

@@ -22,7 +22,7 @@ from deletion.models import DeletionRequest, StoreProgress
 from deletion.tasks import purge_store
 from memory_admin.accounts.models import Principal
 from memory_admin.memory.models import Dispute, FieldPolicy
-from tests.test_browser import CHROMIUM_ARGS, DEADLINE_FACT, PASSWORD, browser, demo  # noqa: F401  (fixtures)
+from tests.support.browser import DEADLINE_FACT, PASSWORD
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -131,7 +131,7 @@ def _sign_in(tab: Page, username: str) -> None:
     expect(tab).not_to_have_url(re.compile(r"/login/"))
 
 
-def _check_every_page(browser: Browser, live_server: Any, role: str, shots: dict[str, str] | None = None) -> None:  # noqa: F811
+def _check_every_page(browser: Browser, live_server: Any, role: str, shots: dict[str, str] | None = None) -> None:
     deletion = _deletion_in_progress()
     problems: list[str] = []
     for width in WIDTHS:
@@ -169,7 +169,7 @@ def _check_every_page(browser: Browser, live_server: Any, role: str, shots: dict
     assert problems == [], "\n".join(problems)
 
 
-def test_every_owner_page_fits_a_phone_and_passes_axe(browser: Browser, live_server: Any, demo: None) -> None:  # noqa: F811
+def test_every_owner_page_fits_a_phone_and_passes_axe(browser: Browser, live_server: Any, demo: None) -> None:
     dispute = Dispute.objects.filter(status="open").first()
     assert dispute is not None
     shots = {
@@ -186,18 +186,18 @@ def test_every_owner_page_fits_a_phone_and_passes_axe(browser: Browser, live_ser
             assert (SCREENSHOTS / f"{name}-{width}.png").stat().st_size > 0
 
 
-def test_every_admin_page_fits_a_phone_and_passes_axe(browser: Browser, live_server: Any, demo: None) -> None:  # noqa: F811
+def test_every_admin_page_fits_a_phone_and_passes_axe(browser: Browser, live_server: Any, demo: None) -> None:
     _check_every_page(browser, live_server, "admin")
 
 
-def test_every_compliance_page_fits_a_phone_and_passes_axe(browser: Browser, live_server: Any, demo: None) -> None:  # noqa: F811
+def test_every_compliance_page_fits_a_phone_and_passes_axe(browser: Browser, live_server: Any, demo: None) -> None:
     _check_every_page(browser, live_server, "compliance")
 
 
 def test_the_policy_form_shows_the_chosen_connectors_settings_as_it_is_chosen(
-    browser: Browser,  # noqa: F811
+    browser: Browser,
     live_server: Any,
-    demo: None,  # noqa: F811
+    demo: None,
 ) -> None:
     context = browser.new_context(base_url=live_server.url, viewport={"width": 390, "height": 900})
     context.route(re.compile(r"^(?!http://127\.0\.0\.1[:/])"), lambda route: route.abort())
@@ -218,9 +218,9 @@ def test_the_policy_form_shows_the_chosen_connectors_settings_as_it_is_chosen(
 
 
 def test_a_refused_resolution_keeps_the_chosen_side_and_says_why_beside_the_reason(
-    browser: Browser,  # noqa: F811
+    browser: Browser,
     live_server: Any,
-    demo: None,  # noqa: F811
+    demo: None,
 ) -> None:
     dispute = Dispute.objects.get(subject_id="product-x", predicate="unit_price", status="open")
     context = browser.new_context(base_url=live_server.url, viewport={"width": 390, "height": 900})

@@ -21,7 +21,7 @@ from deletion.models import DeletionRequest
 from memory_admin.accounts.models import Principal
 from memory_admin.memory.actions import Assertion, assert_fact
 from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord, RecheckAttempt
-from tests.test_browser import browser, demo, page, sign_in  # noqa: F401  (fixtures of the Chromium test)
+from tests.support.browser import sign_in
 from tests.ux_checks import assert_reads_as_people, machine_text
 
 DEADLINE = "/facts/?project=project-a&subject=task-proposal-017&predicate=submission_deadline"
@@ -317,7 +317,7 @@ def test_select_all_works_without_javascript(story: None) -> None:
 
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
-def test_the_plot_and_the_select_all_bar_in_a_browser(page: Page) -> None:  # noqa: F811
+def test_the_plot_and_the_select_all_bar_in_a_browser(page: Page) -> None:
     sign_in(page, "owner@demo")
     page.goto(DEADLINE)
     plot = page.get_by_test_id("timeplot")

@@ -319,7 +319,7 @@ def test_agent_search_through_the_index_keeps_governance_and_tenants(
 ) -> None:
     from memory_admin.derived.search import search
     from memory_admin.derived.tasks import refresh_record_vectors
-    from tests.conftest import at
+    from tests.support import at
 
     first, second = moved_deadline
     index = settings_index

@@ -28,6 +28,7 @@ from memory_admin.derived.vectors import (
     sql_str,
     where_objects,
 )
+from tests.support import ROOT
 
 DIM = 256
 
@@ -96,7 +97,7 @@ def test_hashing_embedder_is_stable_across_processes() -> None:
             text=True,
             check=True,
             env={"PYTHONHASHSEED": seed, "PATH": "/usr/bin:/bin"},
-            cwd=Path(__file__).resolve().parent.parent,
+            cwd=ROOT,
         ).stdout
         for seed in ("1", "2")
     }

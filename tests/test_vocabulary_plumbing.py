@@ -15,7 +15,7 @@ from memory_admin.derived.models import Summary
 from memory_admin.memory.connectors import CONNECTORS, Connector, SettingField
 from memory_admin.memory.models import Dispute, PublicIdModel
 from memory_admin.queueing import enqueue_batched_after_commit
-from tests.test_queueing import RecordingTask
+from tests.support.queueing import RecordingTask
 
 
 def test_one_public_id_model_names_memory_derived_and_deletion_rows():

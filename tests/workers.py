@@ -18,7 +18,7 @@ import os
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import ROOT
 
 
 def worker_environment(environ: dict[str, str], worker: str) -> dict[str, str]:
