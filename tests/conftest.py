@@ -284,7 +284,7 @@ def bind_secret(settings):
 @pytest.fixture
 def source():
     """A stand-in canonical source on loopback: (base URL, the script of its answers)."""
-    from tests.canonical_source import serving
+    from tests.support.canonical_source import serving
 
     with serving() as (base_url, script):
         yield base_url, script

@@ -16,8 +16,8 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
-from tests.celery_worker import _test_database_url
 from tests.support import DEADLINE, ROOT
+from tests.support.celery_worker import _test_database_url
 
 TOOLS = {
     "remember",

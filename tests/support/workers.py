@@ -1,7 +1,7 @@
 """Each pytest-xdist worker (`make test`, `make test-sqlite`: TEST_WORKERS processes) gets its own files, queue
 and cache keys, set in the environment before Django reads its settings (this module is loaded with `-p
-tests.workers`, pyproject.toml's addopts, earlier than any conftest), so every process a test starts — a Celery
-worker, gunicorn, a management command — inherits them too:
+tests.support.workers`, pyproject.toml's addopts, earlier than any conftest), so every process a test starts — a
+Celery worker, gunicorn, a management command — inherits them too:
 
 - VAR_DIR (and with it the SQLite test database, the filesystem broker's folders, exports, backups, static
   files), VECTOR_INDEX_PATH and a file cache's folder: a subfolder named after the worker (gw0, gw1, ...);

@@ -27,8 +27,8 @@ from memory_admin.rls.policies import (
     tables_without_forced_policy,
     tenant_tables,
 )
-from tests.celery_worker import require_real_broker, running_worker, wait_until
 from tests.support import ARTIFACTS, at, deadline
+from tests.support.celery_worker import require_real_broker, running_worker, wait_until
 from tests.support.rls import LINK_TABLES
 
 pytestmark = [

@@ -19,7 +19,7 @@ from memory_admin.memory.actions import Assertion, assert_fact
 from memory_admin.memory.models import FieldPolicy, MemoryRecord, RecheckAttempt
 from memory_admin.memory.rechecks import claim_due
 from memory_admin.memory.tasks import recheck_record
-from tests.canonical_source import Script, http_json_source, serving
+from tests.support.canonical_source import Script, http_json_source, serving
 
 LIMIT: dict[str, Any] = {"project_id": "project-a", "subject_id": "expense-policy", "predicate": "approval_limit"}
 

@@ -19,8 +19,8 @@ from deletion.tasks import purge_store
 from memory_admin.memory import audit
 from memory_admin.memory.actions import Assertion, Outcome, assert_fact
 from memory_admin.memory.models import AuditEvent, FieldPolicy, MemoryRecord, RecheckAttempt
-from tests.canonical_source import http_json_source
 from tests.support import DEADLINE, at, deadline
+from tests.support.canonical_source import http_json_source
 
 FACT_URL = "/facts/?project=project-a&subject=task-proposal-017&predicate=submission_deadline"
 SUBJECT = DEADLINE["subject_id"]

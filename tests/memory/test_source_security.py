@@ -25,8 +25,8 @@ from django.conf import settings as django_settings
 from django.test import Client
 
 from memory_admin.memory.models import FieldPolicy, RecheckAttempt
-from tests.canonical_source import http_json_source
 from tests.support import DEADLINE
+from tests.support.canonical_source import http_json_source
 
 SUBJECT = DEADLINE["subject_id"]
 REFUSED = "not an address this server fetches"

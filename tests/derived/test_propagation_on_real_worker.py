@@ -12,8 +12,8 @@ from django.utils import timezone
 from memory_admin.derived.caches import fact_key
 from memory_admin.derived.models import Invalidation, Summary
 from memory_admin.derived.vectors import get_index
-from tests.celery_worker import require_real_broker, running_worker, wait_until
 from tests.support import ARTIFACTS, DEADLINE, at, body, deadline
+from tests.support.celery_worker import require_real_broker, running_worker, wait_until
 
 
 @pytest.mark.celery

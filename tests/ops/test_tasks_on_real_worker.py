@@ -10,8 +10,8 @@ from django.utils import timezone
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.models import MemoryRecord
 from memory_admin.memory.tasks import settle_valid_time_transitions
-from tests.celery_worker import require_real_broker, running_worker, wait_until
 from tests.support import ARTIFACTS, deadline
+from tests.support.celery_worker import require_real_broker, running_worker, wait_until
 
 
 @pytest.mark.celery

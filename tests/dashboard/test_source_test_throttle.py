@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 
 from memory_admin.accounts.services import issue_token
 from memory_admin.memory.models import FieldPolicy
-from tests.canonical_source import http_json_source
+from tests.support.canonical_source import http_json_source
 
 HIGH = "100000/min"
 

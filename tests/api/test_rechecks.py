@@ -9,8 +9,8 @@ from django.utils import timezone
 
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.models import FieldPolicy, MemoryRecord, RecheckAttempt
-from tests.canonical_source import http_json_source
 from tests.support import DEADLINE, deadline
+from tests.support.canonical_source import http_json_source
 
 SUBJECT = DEADLINE["subject_id"]
 ACTION = {**DEADLINE, "purpose": "action"}

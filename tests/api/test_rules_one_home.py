@@ -20,8 +20,8 @@ from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.errors import Forbidden, InvalidState
 from memory_admin.memory.models import FieldPolicy, MemoryRecord, Project, RecheckAttempt
 from memory_admin.memory.policies import is_manual, policies_for, policy_for
-from tests.canonical_source import http_json_source
 from tests.support import DEADLINE, at, deadline
+from tests.support.canonical_source import http_json_source
 
 URL = "/api/v1/deletion-requests/"
 FACT_URL = "/facts/?project=project-a&subject=task-proposal-017&predicate=submission_deadline"

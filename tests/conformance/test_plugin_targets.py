@@ -20,8 +20,8 @@ from memory_admin.conformance.models import ConformanceRun
 from memory_admin.conformance.targets import ENTRY_POINT_GROUP, problems, rediscover, target_names
 from memory_admin.conformance.targets.this import ThisTarget
 from memory_admin.conformance.tasks import run_conformance
-from tests.celery_worker import _test_database_url
 from tests.support import ROOT
+from tests.support.celery_worker import _test_database_url
 
 BUILT_IN = ["this", "langgraph-inmemory", "langmem", "vector-ttl"]
 

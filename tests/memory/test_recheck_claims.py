@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from memory_admin.memory.actions import Assertion, assert_fact
 from memory_admin.memory.models import AuditEvent, FieldPolicy, MemoryRecord, RecheckAttempt
-from tests.canonical_source import http_json_source
 from tests.support import deadline
+from tests.support.canonical_source import http_json_source
 
 SEND = {"project_id": "project-a", "subject_id": "agent-mailer", "predicate": "send_permission"}
 

@@ -22,7 +22,7 @@ from django.urls import path
 from deletion import stores
 from deletion.stores.base import Job
 from memory_admin.logging_filters import WITHHELD, ContentFreeFormatter, ContentFreeRecords, content_free_traceback
-from tests.celery_worker import require_real_broker, running_worker, wait_until
+from tests.support.celery_worker import require_real_broker, running_worker, wait_until
 
 SUBJECT = "person-sato-4711"
 VALUE = "Room 3F-east, badge 99812"
@@ -88,7 +88,7 @@ urlpatterns = [path("api/v1/boom/", _boom)]
 handler500 = "memory_admin.http_errors.server_error"
 
 
-@pytest.mark.urls("tests.test_logging_hygiene")
+@pytest.mark.urls("tests.ops.test_logging_hygiene")
 def test_a_server_error_is_logged_without_the_body_the_query_or_the_exception_message(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

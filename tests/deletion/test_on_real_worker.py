@@ -20,8 +20,8 @@ from memory_admin.derived import lineage
 from memory_admin.derived.lineage import BaseRef
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.models import MemoryRecord
-from tests.celery_worker import require_real_broker, running_worker, wait_until
 from tests.support import ARTIFACTS, DEADLINE, at, deadline
+from tests.support.celery_worker import require_real_broker, running_worker, wait_until
 
 SUBJECT = DEADLINE["subject_id"]
 pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]

@@ -22,8 +22,8 @@ from memory_admin.conformance.models import ConformanceRun
 from memory_admin.conformance.runner import DEFAULT_VARIANTS, grouped, run_suite
 from memory_admin.conformance.targets import TARGETS, Reading
 from memory_admin.conformance.targets.this import ThisSession, ThisTarget
-from tests.celery_worker import _test_database_url, require_real_broker, running_worker, wait_until
 from tests.support import ROOT
+from tests.support.celery_worker import _test_database_url, require_real_broker, running_worker, wait_until
 
 ARTIFACTS = ROOT / "var" / "test-artifacts"
 # The built-in targets, in the order of the table's columns: the product, then the baselines by name.

@@ -14,9 +14,9 @@ from memory_admin.memory.actions import Assertion, assert_fact
 from memory_admin.memory.models import FieldPolicy, MemoryRecord, RecheckAttempt
 from memory_admin.memory.rechecks import claim_due
 from memory_admin.memory.tasks import sweep_due_rechecks
-from tests.canonical_source import http_json_source, serving
-from tests.celery_worker import require_real_broker, running_worker, wait_until
 from tests.support import ARTIFACTS
+from tests.support.canonical_source import http_json_source, serving
+from tests.support.celery_worker import require_real_broker, running_worker, wait_until
 
 
 def due_records(agent, count: int, prefix: str = "task") -> list[MemoryRecord]:

@@ -20,9 +20,9 @@ from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.audit import Action
 from memory_admin.memory.errors import InvalidInput
 from memory_admin.memory.models import AuditEvent, FieldPolicy
-from tests.canonical_source import http_json_source
-from tests.celery_worker import _test_database_url
 from tests.support import DEADLINE, ROOT, deadline
+from tests.support.canonical_source import http_json_source
+from tests.support.celery_worker import _test_database_url
 from tests.support.mcp import FACT, REMEMBER, TOOLS, data, over_http, over_stdio, run, summary
 
 

@@ -9,8 +9,8 @@ from django.utils import timezone
 
 from memory_admin.memory.actions import Assertion, assert_fact
 from memory_admin.memory.models import AuditEvent, FieldPolicy, MemoryRecord, RecheckAttempt
-from tests.canonical_source import http_json_source
 from tests.support import DEADLINE, deadline
+from tests.support.canonical_source import http_json_source
 from tests.support.pages import POLICY_FORM, signed_in
 
 FACT_URL = "/facts/?project=project-a&subject=task-proposal-017&predicate=submission_deadline"

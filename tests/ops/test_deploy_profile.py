@@ -27,8 +27,8 @@ from django.template.loader import get_template
 from django.test import Client
 
 from memory_admin.accounts.services import ensure_principal
-from tests.celery_worker import _test_database_url
 from tests.support import ROOT
+from tests.support.celery_worker import _test_database_url
 
 HTMX = "/static/vendor/htmx-2.0.11.min.js"
 SECRET_SUBJECT = "subject-in-the-query-4711"

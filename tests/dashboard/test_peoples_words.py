@@ -22,7 +22,7 @@ from memory_admin.accounts.models import Principal
 from memory_admin.memory.actions import Assertion, assert_fact
 from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord, RecheckAttempt
 from tests.support.browser import sign_in
-from tests.ux_checks import assert_reads_as_people, machine_text
+from tests.support.ux_checks import assert_reads_as_people, machine_text
 
 DEADLINE = "/facts/?project=project-a&subject=task-proposal-017&predicate=submission_deadline"
 PRICE = "/facts/?project=project-a&subject=product-x&predicate=unit_price"

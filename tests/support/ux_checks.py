@@ -1,7 +1,7 @@
 """What a person must never read on a page: ISO timestamps, ISO or clock-style durations, JSON, and Python
 reprs (dicts, lists, objects). Import `assert_reads_as_people` from any test that renders a page:
 
-    from tests.ux_checks import assert_reads_as_people
+    from tests.support.ux_checks import assert_reads_as_people
     assert_reads_as_people(client.get("/").content.decode(), page="/")
 
 Only the text a person reads is checked: attributes (`<time datetime>`, `title`, form values, links) may
