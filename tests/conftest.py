@@ -40,7 +40,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "no_ambient_tenant: on PostgreSQL, no tenant follows the test's own code (tests/test_rls.py)"
+        "markers",
+        "no_ambient_tenant: on PostgreSQL, no tenant follows the test's own code (tests/accounts/test_rls.py)",
     )
 
 
@@ -62,7 +63,7 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
     so the Celery worker the celery tests start, another process, opens the same database. No test may open
     that file or its -wal/-shm itself (only through SQLite): closing the descriptor drops this process's
     POSIX locks on it, and the worker then deletes the WAL under this process's connection (a walk over
-    VAR_DIR reads them in a child process: tests/test_deletion_marker_scan.py, scan_var)."""
+    VAR_DIR reads them in a child process: tests/deletion/test_marker_scan.py, scan_var)."""
     db = settings.DATABASES["default"]
     if db["ENGINE"] == SQLITE and not db.get("TEST", {}).get("NAME"):
         db.setdefault("TEST", {})["NAME"] = str(Path(settings.VAR_DIR) / "test-db.sqlite3")
@@ -74,7 +75,7 @@ def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[N
     on it as the owner — the documented command, nothing more: its post_migrate applies the tenant policies
     and grants the app role its DML (memory_admin/rls); `--reuse-db` runs that migrate again, and it is
     idempotent. The suite itself applies no policy and grants nothing. Then every connection of the suite —
-    this process, the live servers' threads, the Celery workers tests/celery_worker.py starts — logs in as the
+    this process, the live servers' threads, the Celery workers tests/support/celery_worker.py starts — logs in as the
     app role, as production's processes do, under row-level security. The owner is back for pytest-django's
     teardown, which drops the database."""
     from django.db import connection
@@ -145,7 +146,7 @@ def _ambient_tenant(request: pytest.FixtureRequest) -> Iterator[None]:
     personas' tenant: the first tenant created in the test, or `acme` (the personas') once it exists. A
     test that works in another tenant says so with `tenant_context`; the ambient tenant never overrides it,
     and no request or worker inherits it (each door sets its own, and restores this one after). Tests marked
-    `no_ambient_tenant` (tests/test_rls.py) get none. Nothing set by one test survives into the next."""
+    `no_ambient_tenant` (tests/accounts/test_rls.py) get none. Nothing set by one test survives into the next."""
     from memory_admin.accounts import tenancy
 
     tenancy._current.set(None)  # whatever an earlier test left set (a view called without its request scope)

@@ -1,5 +1,5 @@
 """Identifiers (`project_id`, `subject_id`, `predicate`) have one documented rule (Unicode letters, marks and
-digits, a little punctuation, single inner spaces; tests/test_identifier_rule.py), refused with a 400 elsewhere; export paths are built from generated ids only and stay inside the export root."""
+digits, a little punctuation, single inner spaces; tests/memory/test_identifier_rule.py), refused with a 400 elsewhere; export paths are built from generated ids only and stay inside the export root."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Identifiers in Japanese through every door (issue 31): `POST /records/`, the batch, `manage.py import`, MCP's tools,
 the Python client and the dashboard accept `佐藤 花子`-style ids, normalise them to NFKC as they parse (a fullwidth
 `project` is the key `project`), answer with the normalised form unescaped (UTF-8 JSON, plain text in pages),
-and refuse the forbidden classes (tests/test_identifier_rule.py) with the field named."""
+and refuse the forbidden classes (tests/memory/test_identifier_rule.py) with the field named."""
 
 from __future__ import annotations
 

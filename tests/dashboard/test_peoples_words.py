@@ -1,6 +1,6 @@
 """The dashboard in people's words: the overview as an inbox by role, health figures that agree, the fact
 page's plot and states, the records table, and no ISO strings, JSON or Python reprs on any of these pages
-(tests/ux_checks.py). Django's test client on demo-like data; one Chromium test for the plot and the
+(tests/support/ux_checks.py). Django's test client on demo-like data; one Chromium test for the plot and the
 select-all bar (the only JavaScript these pages add)."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The dashboard's "test this source" spends the API's `source_test` budget (memory_admin.lib.throttling).
 
 Each test sets tiny limits through the `settings` fixture and posts from an address of its own (as
-tests/test_throttling.py), so no count it leaves in the cache meets another test.
+tests/api/test_throttling.py), so no count it leaves in the cache meets another test.
 """
 
 from __future__ import annotations

@@ -169,7 +169,7 @@ def scan_var(scan: Scan) -> list[Path]:
     SQLite the test database with its -wal and -shm files), read by a child process. Reading them here would
     corrupt the test database: closing a descriptor this process opened on a file drops every POSIX lock the
     process holds on that file, so SQLite's connection silently loses its locks on the database and on the
-    -shm; the next process to open the database (the Celery worker of tests/test_deletion_worker.py) takes
+    -shm; the next process to open the database (the Celery worker of tests/deletion/test_on_real_worker.py) takes
     itself for the only one, checkpoints and deletes the WAL on close, and this process goes on writing to a
     WAL nobody else reads ("database disk image is malformed"; https://sqlite.org/howtocorrupt.html 2.2)."""
     found = subprocess.run(
@@ -554,7 +554,7 @@ def another_process_reads(sql: str) -> str:
 def test_the_var_scan_leaves_this_process_s_sqlite_locks_alone():
     """The var scan reads the SQLite test database's files (they live under VAR_DIR). Read here, they used to
     drop this process's POSIX locks on them: the next process to open the database (here a reader, in
-    tests/test_deletion_worker.py the Celery worker) took itself for the only one and deleted the WAL when
+    tests/deletion/test_on_real_worker.py the Celery worker) took itself for the only one and deleted the WAL when
     it closed, and what this process wrote next went to the deleted WAL, seen by no other process (and later
     "database disk image is malformed")."""
     if connection.vendor != "sqlite":

@@ -64,7 +64,7 @@ def test_an_authority_claim_in_the_body_proves_nothing(api, agent, admin):
 
 
 def test_an_older_revision_imported_late_is_kept_as_history_never_current(api, agent, moved_deadline):
-    # Valid from Oct 21, where the newer r17 already answers (tests/test_out_of_order_revisions.py: where
+    # Valid from Oct 21, where the newer r17 already answers (tests/memory/test_out_of_order_revisions.py: where
     # nothing newer covers, a late revision answers).
     response = api(agent).post(
         "/api/v1/records/", body(deadline("2026-10-28T17:00+09:00", "r16", at(10, 21))), format="json"

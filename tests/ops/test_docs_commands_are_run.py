@@ -33,17 +33,17 @@ DEPLOY_MARK = re.compile(r"^\s*<!-- deploy:[^>]*-->\s*$")
 # Commands a test runs as written, with the test that runs them (file::function; checked to exist).
 RUN_BY_TEST = {
     'curl -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:8000/api/v1/records/?project_id=project-a"': (
-        "tests/test_docs_commands.py::test_the_demo_curl_lists_project_a_with_the_printed_token"
+        "tests/ops/test_docs_commands_are_run.py::test_the_demo_curl_lists_project_a_with_the_printed_token"
     ),
     'SOURCE_SECRET_TASKS=… SOURCE_SECRET_BINDINGS=\'{"SOURCE_SECRET_TASKS": {"tenants": ["acme"], '
     '"urls": ["https://tasks.example.com/api/"]}}\'': (
-        "tests/test_docs_commands.py::test_the_secret_binding_example_binds_the_secret_as_settings_read_it"
+        "tests/ops/test_docs_commands_are_run.py::test_the_secret_binding_example_binds_the_secret_as_settings_read_it"
     ),
     "pip install ./acme-memory-conformance": (
-        "tests/test_conformance_plugins.py::test_a_pip_installed_package_adds_its_target_to_the_command"
+        "tests/conformance/test_plugin_targets.py::test_a_pip_installed_package_adds_its_target_to_the_command"
     ),
     "python manage.py conformance --target acme-dict": (
-        "tests/test_conformance_plugins.py::test_a_pip_installed_package_adds_its_target_to_the_command"
+        "tests/conformance/test_plugin_targets.py::test_a_pip_installed_package_adds_its_target_to_the_command"
     ),
 }
 # Commands CI runs through another step: `make run` is `bin/run`, which `make smoke` starts and drives.
@@ -185,7 +185,7 @@ def uncovered(blocks: list[Block], steps: list[list[str]], recipe: set[str]) -> 
 def test_every_shell_command_in_the_readme_and_docs_is_run_by_ci_or_a_test() -> None:
     problems = uncovered(all_blocks(), ci_commands(), recipe_blocks())
     assert not problems, (
-        "commands no test or CI step runs (add the test to RUN_BY_TEST in tests/test_docs_commands.py, or mark a "
+        "commands no test or CI step runs (add the test to RUN_BY_TEST in tests/ops/test_docs_commands_are_run.py, or mark a "
         "production-only block `*Not run: <reason>*` on the line before it):\n" + "\n".join(problems)
     )
 

@@ -101,7 +101,10 @@ def _text_files() -> list[Path]:
         parts = set(path.relative_to(ROOT).parts)
         if parts & SKIP_DIRS or any(p.endswith(".egg-info") for p in parts) or not path.is_file():
             continue
-        if path.suffix in TEXT_SUFFIXES and path.name not in {"test_docs_links.py", "test_docs_commands.py"}:
+        if path.suffix in TEXT_SUFFIXES and path.name not in {
+            "test_docs_links_resolve.py",
+            "test_docs_commands_are_run.py",
+        }:
             found.append(path)
     return found
 
