@@ -47,11 +47,15 @@ def at(month: int, day: int, hour: int = 9, minute: int = 0) -> datetime:
     return datetime(2026, month, day, hour, minute, tzinfo=JST)
 
 
-DEADLINE = {"project_id": "project-a", "subject_id": "task-proposal-017", "predicate": "submission_deadline"}
+DEADLINE: dict[str, Any] = {
+    "project_id": "project-a",
+    "subject_id": "task-proposal-017",
+    "predicate": "submission_deadline",
+}
 TASK_REF = "task-system:project-a/task-proposal-017"
 
 
-def deadline(value: str, revision: str, valid_from: datetime, **kwargs: Any) -> Assertion:
+def deadline(value: Any, revision: str, valid_from: datetime, **kwargs: Any) -> Assertion:
     from memory_admin.memory.actions import Assertion
 
     return Assertion(
