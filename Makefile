@@ -3,10 +3,17 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# One layer of the suite alone: `make test LAYER=memory` (or `make test-sqlite LAYER=memory`) runs tests/memory only.
+# The layers are the folders of tests/ (accounts, memory, derived, deletion, api, dashboard, integrations,
+# conformance, ops, lib; tests/README.md), so CI can run them side by side: each layer gets its own TEST_VAR
+# (var/test-<layer>) and, under `make test`, its own PostgreSQL database (<name>_<layer>, so test_<name>_<layer>).
+# Unset, the whole suite runs. PYTEST_ARGS still narrows it further (a file, -k, -x).
+LAYER ?=
+TEST_PATHS := $(if $(LAYER),tests/$(LAYER))
 # Where a test run keeps its files (vector index, broker folders); give each parallel run its own.
-TEST_VAR ?= $(CURDIR)/var/test
+TEST_VAR ?= $(CURDIR)/var/test$(if $(LAYER),-$(LAYER))
 # Test processes (pytest-xdist) for `make test` and `make test-sqlite`; each gets its own test database, VAR_DIR
-# subfolder, Celery queue and cache key prefix (tests/workers.py). TEST_WORKERS=0 runs in this one process.
+# subfolder, Celery queue and cache key prefix (tests/support/workers.py). TEST_WORKERS=0 runs in this one process.
 TEST_WORKERS ?= 2
 
 .PHONY: run test test-prepared test-sqlite smoke deploy-check lint bench bench-stores bench-load bench-mcp bench-onboarding bench-integrations install clean
@@ -23,12 +30,19 @@ install: $(STAMP)
 run: $(STAMP)
 	bin/run
 
+# LAYER must name a folder of tests/ (a typo would otherwise run nothing, or everything).
+check-layer = if [ -n "$(LAYER)" ] && [ ! -f "tests/$(LAYER)/__init__.py" ]; then \
+	echo "LAYER=$(LAYER): no tests/$(LAYER)/; one of: $$(cd tests && ls -d */ | grep -v support | tr -d / | xargs)" >&2; \
+	exit 2; fi;
+
 # The whole suite against PostgreSQL, with Celery integration tests on a real worker and broker. The test
 # database is created and migrated as the owner ($DATABASE_URL's role); the tests, the live servers and the
 # workers then connect as the non-owner app role bin/ensure-app-role creates, under row-level security.
 test: $(STAMP)
 	@set -euo pipefail; \
+	$(check-layer) \
 	db_url=$$(bin/ensure-postgres); \
+	if [ -n "$(LAYER)" ]; then db_url="$${db_url%%\?*}_$(LAYER)$${db_url#"$${db_url%%\?*}"}"; fi; \
 	app_role=$$(bin/ensure-app-role "$$db_url"); \
 	redis_url=$$(bin/ensure-redis); \
 	bin/ensure-chromium; \
@@ -37,17 +51,20 @@ test: $(STAMP)
 	DATABASE_APP_ROLE="$$app_role" DATABASE_APP_ROLE_TRUNCATE=1 \
 	DATABASE_URL="$$db_url" REDIS_URL="$$redis_url" CELERY_BROKER_URL="$${broker:-filesystem://}" \
 	CACHE_URL="$${cache:-locmem://}" VECTOR_INDEX_PATH="$(TEST_VAR)/vectors" \
-	CELERY_TASK_DEFAULT_QUEUE="tests-$$$$" CACHE_KEY_PREFIX="tests-$$$$" VAR_DIR="$(TEST_VAR)" $(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+	CELERY_TASK_DEFAULT_QUEUE="tests-$$$$" CACHE_KEY_PREFIX="tests-$$$$" VAR_DIR="$(TEST_VAR)" $(PY) -m pytest -n $(TEST_WORKERS) $(TEST_PATHS) $(PYTEST_ARGS)
 
 # The write, read and deletion paths again with prepared statements (docs/deploying.md, step 8): values sent
 # apart from the SQL, and each statement prepared from its second run on a connection, so SQL PostgreSQL cannot
 # type, or a plan that does not hold for the next tenant, fails here.
-PREPARED_TESTS := tests/test_cas_write_path.py tests/test_cas_race.py tests/test_assert_fact_decision_order.py \
-	tests/test_read_paths.py tests/test_facts_current.py tests/test_as_of.py tests/test_future_effective.py \
-	tests/test_history_and_curation.py tests/test_batch.py tests/test_batch_set_based.py tests/test_rows_instances.py \
-	tests/test_deletion.py tests/test_deletion_set_based.py tests/test_tenant_isolation.py tests/test_rls.py \
-	tests/test_stats.py tests/test_counts_by_statement.py tests/test_recheck_claim_due.py tests/test_api_fuzz.py \
-	tests/test_record_hide.py tests/test_tombstone_lift.py
+PREPARED_TESTS := tests/memory/test_cas_write_path.py tests/memory/test_cas_race.py \
+	tests/memory/test_assert_fact_decision_order.py tests/memory/test_read_paths.py tests/memory/test_facts_current.py \
+	tests/memory/test_as_of_both_axes.py tests/memory/test_future_effective.py \
+	tests/memory/test_history_and_curation.py tests/memory/test_batch_onboarding.py \
+	tests/memory/test_batch_set_based_writes.py tests/lib/test_rows_instances.py tests/deletion/test_four_stages.py \
+	tests/deletion/test_set_based_acceptance.py tests/accounts/test_tenant_isolation.py tests/accounts/test_rls.py \
+	tests/memory/test_stats.py tests/memory/test_counts_by_statement.py tests/memory/test_recheck_claim_due.py \
+	tests/api/test_fuzzed_requests_match_schema.py tests/deletion/test_record_hide.py \
+	tests/deletion/test_tombstone_lift.py
 test-prepared: $(STAMP)
 	DB_SERVER_SIDE_BINDING=1 DB_PREPARE_THRESHOLD=1 $(MAKE) --no-print-directory test \
 		PYTEST_ARGS="$(PYTEST_ARGS) $(PREPARED_TESTS)"
@@ -57,13 +74,14 @@ test-prepared: $(STAMP)
 # marked postgres_only are skipped with their reason.
 test-sqlite: $(STAMP)
 	@set -euo pipefail; \
+	$(check-layer) \
 	bin/ensure-chromium; \
 	rm -rf "$(TEST_VAR)/broker" "$(TEST_VAR)/cache" "$(TEST_VAR)/vectors" "$(TEST_VAR)"/gw*/{broker,cache,vectors}; \
 	mkdir -p "$(TEST_VAR)"; \
 	echo "Testing against SQLite in $(TEST_VAR) (broker: filesystem)"; \
 	DATABASE_URL="sqlite:///$(TEST_VAR)/db.sqlite3" CELERY_BROKER_URL="filesystem://" \
 	CACHE_URL="file://$(TEST_VAR)/cache" VECTOR_INDEX_PATH="$(TEST_VAR)/vectors" \
-	CELERY_TASK_DEFAULT_QUEUE="tests-$$$$" CACHE_KEY_PREFIX="tests-$$$$" VAR_DIR="$(TEST_VAR)" $(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+	CELERY_TASK_DEFAULT_QUEUE="tests-$$$$" CACHE_KEY_PREFIX="tests-$$$$" VAR_DIR="$(TEST_VAR)" $(PY) -m pytest -n $(TEST_WORKERS) $(TEST_PATHS) $(PYTEST_ARGS)
 
 # The newcomer's path over HTTP: `bin/run` on a throwaway var/, every page as each demo human, the API,
 # and a subject deletion followed to purge confirmation (bin/smoke.py).

@@ -104,7 +104,7 @@ def load_average() -> str:
     return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} CPUs"
 
 
-# --- data and scoring (pure: tests/test_bench_retrieval_scoring.py) ---------------------------------------------
+# --- data and scoring (pure: tests/ops/test_bench_retrieval_scoring.py) ---------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """What every bench shares before it measures: the bench tenant's names, Django's set-up, the bench agent, and
 the servers' cache. Its own module so that the benches import it, and never each other for it (bench/run.py
-and bench/cas_floor.py, bench/load.py used to import one another; tests/test_bench_imports.py keeps the
+and bench/cas_floor.py, bench/load.py used to import one another; tests/ops/test_bench_imports_downward.py keeps the
 package free of import cycles)."""
 
 from __future__ import annotations

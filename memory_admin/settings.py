@@ -462,7 +462,7 @@ X_FRAME_OPTIONS = "DENY"
 # Scripts and styles come from /static/ only: no inline script, no event-handler attribute, no style
 # attribute. The few inline <style> blocks are allowed by their hash: the standalone error pages (they
 # must render when static files are what failed), the printable deletion report (downloaded and opened
-# on its own) and drf-spectacular's Swagger UI page. tests/test_deploy_profile.py fails when a
+# on its own) and drf-spectacular's Swagger UI page. tests/ops/test_deploy_profile.py fails when a
 # template's inline style no longer matches a hash here.
 CSP_INLINE_STYLE_HASHES = [
     "'sha256-S01vsV5K2eLuDl0ebOEkG/+xZ7tQKh5HHFAf8l+IBGs='",  # templates/4xx.html, 500.html

@@ -1,9 +1,12 @@
-"""Personas and helpers shared by the suite.
+"""Fixtures and hooks shared by the suite: the personas, the API client, the test database as the app role.
 
 The suite runs on PostgreSQL (`make test` finds or starts one) and on SQLite, the embedded default
 (`make test-sqlite`, a file database so a real worker process can share it). A test that needs what only
 PostgreSQL has (the audit trigger, the exclusion constraint, advisory locks, row locks between sessions)
 is marked `@pytest.mark.postgres_only(reason=...)` and skipped, with its reason, on SQLite.
+
+Plain helpers (`at`, `deadline`, `body`, `on_postgres`, ...) are in tests/support; the browser tests' fixtures are
+in tests/support/browser.py, loaded below for every folder. tests/README.md says where a test goes.
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable, Iterator
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,17 +23,10 @@ from rest_framework.test import APIClient
 
 from memory_admin.accounts.models import Principal
 from memory_admin.accounts.services import ensure_principal, issue_token
-from memory_admin.memory.actions import Assertion, AssertResult, assert_fact
+from memory_admin.memory.actions import AssertResult, assert_fact
+from tests.support import POSTGRES, SQLITE, at, deadline, on_postgres
 
-JST = datetime.fromisoformat("2026-10-20T00:00:00+09:00").tzinfo
-
-
-POSTGRES = "django.db.backends.postgresql"
-SQLITE = "django.db.backends.sqlite3"
-
-
-def on_postgres() -> bool:
-    return bool(settings.DATABASES["default"]["ENGINE"] == POSTGRES)
+pytest_plugins = ["tests.support.browser"]
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -45,7 +40,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "no_ambient_tenant: on PostgreSQL, no tenant follows the test's own code (tests/test_rls.py)"
+        "markers",
+        "no_ambient_tenant: on PostgreSQL, no tenant follows the test's own code (tests/accounts/test_rls.py)",
     )
 
 
@@ -67,7 +63,7 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
     so the Celery worker the celery tests start, another process, opens the same database. No test may open
     that file or its -wal/-shm itself (only through SQLite): closing the descriptor drops this process's
     POSIX locks on it, and the worker then deletes the WAL under this process's connection (a walk over
-    VAR_DIR reads them in a child process: tests/test_deletion_marker_scan.py, scan_var)."""
+    VAR_DIR reads them in a child process: tests/deletion/test_marker_scan.py, scan_var)."""
     db = settings.DATABASES["default"]
     if db["ENGINE"] == SQLITE and not db.get("TEST", {}).get("NAME"):
         db.setdefault("TEST", {})["NAME"] = str(Path(settings.VAR_DIR) / "test-db.sqlite3")
@@ -79,7 +75,7 @@ def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[N
     on it as the owner — the documented command, nothing more: its post_migrate applies the tenant policies
     and grants the app role its DML (memory_admin/rls); `--reuse-db` runs that migrate again, and it is
     idempotent. The suite itself applies no policy and grants nothing. Then every connection of the suite —
-    this process, the live servers' threads, the Celery workers tests/celery_worker.py starts — logs in as the
+    this process, the live servers' threads, the Celery workers tests/support/celery_worker.py starts — logs in as the
     app role, as production's processes do, under row-level security. The owner is back for pytest-django's
     teardown, which drops the database."""
     from django.db import connection
@@ -150,7 +146,7 @@ def _ambient_tenant(request: pytest.FixtureRequest) -> Iterator[None]:
     personas' tenant: the first tenant created in the test, or `acme` (the personas') once it exists. A
     test that works in another tenant says so with `tenant_context`; the ambient tenant never overrides it,
     and no request or worker inherits it (each door sets its own, and restores this one after). Tests marked
-    `no_ambient_tenant` (tests/test_rls.py) get none. Nothing set by one test survives into the next."""
+    `no_ambient_tenant` (tests/accounts/test_rls.py) get none. Nothing set by one test survives into the next."""
     from memory_admin.accounts import tenancy
 
     tenancy._current.set(None)  # whatever an earlier test left set (a view called without its request scope)
@@ -216,20 +212,6 @@ def _ids_never_come_back(request: pytest.FixtureRequest, django_db_blocker: Any)
             cursor.executemany("INSERT INTO sqlite_sequence (name, seq) VALUES (%s, %s)", [(t, base) for t in tables])
 
 
-def run_purge(request: Any) -> None:
-    """What the worker does with an accepted deletion request: each store's task in turn, in this process (the
-    worker tests run them in a real worker)."""
-    from deletion.models import StoreProgress
-    from deletion.tasks import purge_store
-
-    for progress in StoreProgress.objects.filter(request=request):
-        purge_store.apply(args=[progress.pk])
-
-
-def at(month: int, day: int, hour: int = 9, minute: int = 0) -> datetime:
-    return datetime(2026, month, day, hour, minute, tzinfo=JST)
-
-
 @pytest.fixture
 def owner(db: None) -> Principal:
     return ensure_principal("acme", "olivia", ["owner"], password="pw-olivia", validate=False)
@@ -273,21 +255,6 @@ def api() -> Callable[[Principal], APIClient]:
     return client_for
 
 
-DEADLINE = {"project_id": "project-a", "subject_id": "task-proposal-017", "predicate": "submission_deadline"}
-TASK_REF = "task-system:project-a/task-proposal-017"
-
-
-def deadline(value: str, revision: str, valid_from: datetime, **kwargs: Any) -> Assertion:
-    return Assertion(
-        **DEADLINE,
-        value=value,
-        valid_from=valid_from,
-        source_canonical_ref=kwargs.pop("ref", TASK_REF),
-        source_revision=revision,
-        **kwargs,
-    )
-
-
 @pytest.fixture
 def moved_deadline(agent: Principal) -> tuple[AssertResult, AssertResult]:
     """The article's story: Oct 30 told on Oct 20 (r17), moved to Nov 2 on Oct 22 (r18)."""
@@ -298,23 +265,6 @@ def moved_deadline(agent: Principal) -> tuple[AssertResult, AssertResult]:
         now=at(10, 22, 9, 1),
     )
     return first, second
-
-
-def body(assertion: Assertion) -> dict[str, Any]:
-    """The API body for an assertion."""
-    data: dict[str, Any] = {
-        "project_id": assertion.project_id,
-        "subject_id": assertion.subject_id,
-        "predicate": assertion.predicate,
-        "value": assertion.value,
-        "valid_from": assertion.valid_from.isoformat(),
-        "source": {"canonical_ref": assertion.source_canonical_ref, "revision": assertion.source_revision},
-    }
-    if assertion.valid_to is not None:
-        data["valid_to"] = assertion.valid_to.isoformat()
-    if assertion.expected_revision is not None:
-        data["expected_revision"] = assertion.expected_revision
-    return data
 
 
 @pytest.fixture
@@ -335,7 +285,7 @@ def bind_secret(settings):
 @pytest.fixture
 def source():
     """A stand-in canonical source on loopback: (base URL, the script of its answers)."""
-    from tests.canonical_source import serving
+    from tests.support.canonical_source import serving
 
     with serving() as (base_url, script):
         yield base_url, script

@@ -2,7 +2,7 @@
 
 The same authentication, permission and throttle classes as every API view (REST_FRAMEWORK defaults, the
 `reads` scope), and a constant JSON answer: what the stack costs before any domain work. memory_admin/urls.py
-adds it only when the environment variable is set; tests/test_load_ceiling.py checks it is absent otherwise.
+adds it only when the environment variable is set; tests/ops/test_load_ceiling_view.py checks it is absent otherwise.
 """
 
 from __future__ import annotations

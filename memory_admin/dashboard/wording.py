@@ -1,7 +1,7 @@
 """Saying things in people's words: dates, relative times, durations, values and caveats.
 
 Pure formatting, no Django templates and no database: the template filters in
-`templatetags/dashboard.py` turn what these functions return into HTML, and tests/test_wording.py checks
+`templatetags/dashboard.py` turn what these functions return into HTML, and tests/dashboard/test_wording.py checks
 them one by one. A person never sees an ISO string, JSON, or a Python dict or list text; the exact ISO
 time stays available on hover (the filters put it in `<time datetime>` and `title`).
 """

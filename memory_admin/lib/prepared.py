@@ -11,7 +11,7 @@ prepares statements (settings, DB_PREPARE_THRESHOLD) plans it once per connectio
 A value is put back through the field that compiled its sentinel (a datetime on SQLite becomes the text
 Django would have sent). If Django ever compiles a sentinel out of recognition, `template` refuses to build
 (ValueError), and `get` then logs it and runs the queryset itself: the answer is the same either way, and
-tests/test_read_paths.py fails on the missing template.
+tests/memory/test_read_paths.py fails on the missing template.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ the ORM's per-call cost".
    more Python time per write than the write's round trips did (issue 16, CAS writes). `insert`, `insert_many` and
    `update` send the statements `save()` would send — the same columns, each value prepared by its own field
    (`get_db_prep_save`) — with the SQL text built once per model. No model signal is sent: none is connected to
-   these models (tests/test_cas_write_path.py checks it). `build` makes an unsaved instance by position and `load`
+   these models (tests/memory/test_cas_write_path.py checks it). `build` makes an unsaved instance by position and `load`
    one from a row of a statement that began with `select_list`, each worked out once per model.
 2. Sets of rows on PostgreSQL (memory.batch): one `INSERT ... SELECT` or one `UPDATE ... FROM` per statement over
    `ROWS FROM (unnest(...), ...)`, each column sent as one parameter: in PostgreSQL's array syntax, or for a JSON
@@ -95,7 +95,7 @@ def preparer(field: models.Field[Any, Any]) -> Callable[[Any], Any]:
     Exact field classes only (a subclass may prepare differently). A str subclass (a TextChoices member) goes
     through `isinstance`, as CharField.to_python lets it through; None is returned as None by every field
     listed, as by `to_python`. An aware datetime is what DateTimeField.get_prep_value leaves as it is (a naive
-    one takes the field's path, with its warning); the backend's adapter still runs. tests/test_cas_write_path.py
+    one takes the field's path, with its warning); the backend's adapter still runs. tests/memory/test_cas_write_path.py
     compares each against the field's own method.
     """
     prep = field.get_db_prep_save
@@ -218,7 +218,7 @@ def _instance[M: models.Model](model: type[M], values: Sequence[Any]) -> M:
     """`model(*values)`, `values` one per concrete field in order (none DEFERRED): what Django's `__init__` does
     for them (a fresh ModelState, each value set by attname) without its per-field calls, which were a fifth of a
     batch's Python time. Django's own constructor whenever anything listens to the model's init signals or the
-    model is not plain (`_plain_attnames`); tests/test_rows_instances.py compares the two."""
+    model is not plain (`_plain_attnames`); tests/lib/test_rows_instances.py compares the two."""
     attnames = _plain_attnames(model)
     if attnames is None or pre_init.has_listeners(model) or post_init.has_listeners(model):
         return model(*values)
@@ -238,7 +238,7 @@ def from_db[M: models.Model](
     value set by attname, a deferred field left unset (loaded on access, as Django does). Django's own whenever
     something listens to the init signals, the model is not plain (`_plain_attnames`), or a later Django passes
     an option. Building a records list page's 50 rows (19 of 30 fields) takes 0.5 ms less CPU than Django's
-    (1.26 vs 1.76 ms, the query's own client time included); tests/test_rows_instances.py compares the two."""
+    (1.26 vs 1.76 ms, the query's own client time included); tests/lib/test_rows_instances.py compares the two."""
     attnames = _plain_attnames(cls)
     if options or attnames is None or pre_init.has_listeners(cls) or post_init.has_listeners(cls):
         django_from_db = models.Model.from_db.__func__  # type: ignore[attr-defined]

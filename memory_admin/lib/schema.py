@@ -1,7 +1,7 @@
 """The OpenAPI schema class of the API: every operation documents, beside its own answers, the error
 answers any endpoint may give, in the one error shape (`ErrorSerializer`); and every input says what the API
 accepts, so a body, query or path a generated client builds from the schema is one the API takes
-(tests/test_api_fuzz.py runs schemathesis' `positive_data_acceptance` on it):
+(tests/api/test_fuzzed_requests_match_schema.py runs schemathesis' `positive_data_acceptance` on it):
 
 - text the API refuses when blank (after trimming) needs a character that is neither space nor control;
 - path segments and query values hold no control character (`memory_admin.http_errors` refuses them);

@@ -22,7 +22,7 @@ class Action(models.TextChoices):
     """The audit log's vocabulary: every action any layer writes, in one list.
 
     Every writer passes a member (never a string literal), including writers above this layer (deletion);
-    the audit page's action filter is built from this list, and tests/test_dashboard_small_fixes.py checks
+    the audit page's action filter is built from this list, and tests/dashboard/test_tiles_audit_and_details.py checks
     that no action is written as a literal. Values are plain strings: an event stored as "record.excluded"
     equals Action.RECORD_EXCLUDED.
     """

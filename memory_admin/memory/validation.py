@@ -53,7 +53,7 @@ IDENTIFIER_CHARSET_MESSAGE = (
 # classes, so it is a strict subset of the rule, written with explicit ranges: ASCII letters and digits,
 # Latin-1 letters, Hiragana, Katakana (with ー and 々) and the CJK unified ideographs, each of which is its
 # own NFKC form; a client that generates or checks ids from the schema never produces one the API refuses
-# (tests/test_identifier_rule.py checks every character of it). The API accepts more (any script).
+# (tests/memory/test_identifier_rule.py checks every character of it). The API accepts more (any script).
 _SCHEMA_START = (
     "A-Za-z0-9_"
     "\\u00C0-\\u00D6\\u00D8-\\u00F6\\u00F8-\\u00FF"  # Latin-1 letters (not U+00D7 or U+00F7)

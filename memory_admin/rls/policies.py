@@ -3,7 +3,7 @@
 One place, keyed on the schema rather than on a list: after each `migrate` (post_migrate), every table of the
 schema with a `tenant_id` column, whichever app made it, gets ENABLE and FORCE ROW LEVEL SECURITY and the
 policy `tenant_isolation` (USING and WITH CHECK: the row's tenant is the one set by
-memory_admin.accounts.tenancy; with none set, no row). tests/test_rls.py fails when a table lacks it.
+memory_admin.accounts.tenancy; with none set, no row). tests/accounts/test_rls.py fails when a table lacks it.
 
 Exempt (EXEMPT_TABLES): `accounts_principal`, the identity table that is read before any tenant is known —
 the sign-in looks a login up by username, the session middleware loads the signed-in principal by id, the

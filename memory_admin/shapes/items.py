@@ -54,7 +54,7 @@ class ItemParser:
 def _plain_assertion(raw: dict[str, Any], text_limits: tuple[int, ...]) -> Assertion | None:
     """The assertion of an item every field of which the serializer would take exactly as given (the common
     case of an import), or None: then the serializer decides, with its messages. Only a shortcut: it accepts
-    nothing the serializer refuses and yields what `assertion_of` would (tests/test_batch_set_based.py compares
+    nothing the serializer refuses and yields what `assertion_of` would (tests/memory/test_batch_set_based_writes.py compares
     the two on awkward items). Anything unusual (event ids, derived_from, whitespace to trim, a number as text,
     a datetime object) goes to the serializer."""
     source = raw.get("source")

@@ -330,7 +330,7 @@ RECORD_ROW_COLUMNS = (
 
 
 # One row of the records table (templates/dashboard/records.html), as the template wrote it before this tag:
-# the same markup, byte for byte (tests/test_dashboard_records_perf.py compares them). A page of 50 rows
+# the same markup, byte for byte (tests/dashboard/test_records_page_at_scale.py compares them). A page of 50 rows
 # through the template engine cost ~70% of the page's CPU; built here it is a few string formats per row.
 _GROUP_ROW = (
     '\n        <tr class="group-row"><th scope="rowgroup" colspan="{colspan}"><a href="{href}">{subject} · '
