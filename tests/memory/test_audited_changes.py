@@ -11,7 +11,7 @@ from memory_admin.accounts.models import Principal
 from memory_admin.memory import audit
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.models import AuditEvent, MemoryRecord
-from tests.conftest import at, deadline
+from tests.support import at, deadline
 
 Status = MemoryRecord.Status
 
