@@ -1201,7 +1201,7 @@ def bench_deletion(scale: Scale, explain: bool, profile: bool = False) -> list[R
         transaction.on_commit(lambda: committed.append(time.perf_counter()))
         original_append(entries)
 
-    ledger.append_entries_after_commit = append_marking_commit  # type: ignore[assignment]
+    ledger.append_entries_after_commit = append_marking_commit
     with instrumented_stores(times), logged_queries() as log:
         t0 = time.perf_counter()
         if profiler is not None:
@@ -1217,7 +1217,7 @@ def bench_deletion(scale: Scale, explain: bool, profile: bool = False) -> list[R
             profiler.disable()
         request_s = time.perf_counter() - t0
         committed_at = timezone.now()
-    ledger.append_entries_after_commit = original_append  # type: ignore[assignment]
+    ledger.append_entries_after_commit = original_append
     commit_s = (committed[0] - t0) if committed else math.nan
     assert isinstance(request, DeletionRequest)
     request.refresh_from_db()

@@ -387,7 +387,7 @@ def test_a_field_rendered_but_not_declared_fails_the_check(call: Caller, db: Non
         def json() -> dict[str, Any]:
             answer = call.clients["agent"].get(f"{PREFIX}/records/{seeded['current'].memory_id}/").json()
             answer["source"].pop("event_ids")
-            return answer  # type: ignore[no-any-return]
+            return answer
 
     with pytest.raises(AssertionError, match="event_ids"):
         call.conformance.check("get", "/records/{memory_id}/", Missing())

@@ -34,5 +34,5 @@ class IsAdminRoleOrComplianceReading(BasePermission):
             return False
         user = request.user
         if request.method in SAFE_METHODS:
-            return user.has_role("admin", "compliance")  # type: ignore[union-attr, no-any-return]
-        return user.has_role("admin")  # type: ignore[union-attr, no-any-return]
+            return user.has_role("admin", "compliance")
+        return user.has_role("admin")

@@ -26,7 +26,7 @@ class NewestFirstCursorPagination(CursorPagination):
         position = cursor.position
         if not (position.isascii() and position.isdigit() and int(position) <= _BIGINT_MAX):
             raise NotFound(self.invalid_cursor_message)
-        return cursor  # type: ignore[no-any-return]
+        return cursor
 
 
 class OldestFirstCursorPagination(NewestFirstCursorPagination):
