@@ -700,7 +700,7 @@ def bench_search(scale: Scale, queries: int, warmup: int) -> list[Row]:
                 "superseded_by_id": None if head else rid + 1,
             }
             rows.append(row)
-            record = MemoryRecord(subject_id=subject, predicate=row["predicate"], value=row["value"])
+            record = MemoryRecord(subject_id=subject, predicate=PREDICATES[predicate], value=row["value"])
             entries.append(
                 VectorEntry(
                     entry_id=f"record:{row['memory_id']}",

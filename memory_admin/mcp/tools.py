@@ -324,7 +324,7 @@ def _match(hit: dict[str, Any]) -> str:
 
 def list_conflicts(principal: Principal, *, project_id: str | None = None) -> Answer:
     disputes = (
-        Dispute.objects.filter(tenant_id=principal.tenant_id, status=Dispute.Status.OPEN)
+        Dispute.objects.filter(tenant_id=principal.tenant_pk, status=Dispute.Status.OPEN)
         .select_related("project", "resolved_by", "winner")
         .prefetch_related("candidates__issuer")
         .order_by("id")

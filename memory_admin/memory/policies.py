@@ -192,10 +192,10 @@ def save_field_policy(
     _validate_policy_fields(data)
     with transaction.atomic():
         before = _policy_snapshot(instance) if instance else None
-        policy = instance or FieldPolicy(tenant_id=principal.tenant_id)
+        policy = instance or FieldPolicy(tenant_id=principal.tenant_pk)
         if "project_id" in data:
             key = data.pop("project_id")
-            policy.project = Project.objects.get_or_create(tenant_id=principal.tenant_id, key=key)[0] if key else None
+            policy.project = Project.objects.get_or_create(tenant_id=principal.tenant_pk, key=key)[0] if key else None
         for name, value in data.items():
             setattr(policy, name, value)
         policy.updated_at = timezone.now()

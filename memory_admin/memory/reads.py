@@ -264,7 +264,7 @@ def _disputed_view(
     """No record answers: an open dispute shows its candidates (and refuses acting); else NotFound."""
     dispute = (
         Dispute.objects.filter(
-            tenant_id=principal.tenant_id,
+            tenant_id=principal.tenant_pk,
             project__key=project_id,
             subject_id=subject_id,
             predicate=predicate,
