@@ -24,7 +24,7 @@ def _test_database_url() -> str:
     db = connection.settings_dict
     if connection.vendor == "sqlite":
         name = str(db["NAME"])
-        if connection.is_in_memory_db():
+        if connection.is_in_memory_db():  # type: ignore[attr-defined]  # the SQLite wrapper's own method
             raise RuntimeError(f"The SQLite test database {name!r} is in memory; a worker process cannot open it.")
         return f"sqlite:///{Path(name).resolve()}"
     if connection.vendor != "postgresql":

@@ -273,11 +273,15 @@ def api() -> Callable[[Principal], APIClient]:
     return client_for
 
 
-DEADLINE = {"project_id": "project-a", "subject_id": "task-proposal-017", "predicate": "submission_deadline"}
+DEADLINE: dict[str, Any] = {
+    "project_id": "project-a",
+    "subject_id": "task-proposal-017",
+    "predicate": "submission_deadline",
+}
 TASK_REF = "task-system:project-a/task-proposal-017"
 
 
-def deadline(value: str, revision: str, valid_from: datetime, **kwargs: Any) -> Assertion:
+def deadline(value: Any, revision: str, valid_from: datetime, **kwargs: Any) -> Assertion:
     return Assertion(
         **DEADLINE,
         value=value,
