@@ -697,7 +697,7 @@ class VectorIndex:
             ann = self._ann_info(table)
             if ann is None or len(self._filter_index_columns(table)) < len(FILTER_INDEXES):
                 return True
-            return ann["unindexed_rows"] >= max(1, ann["indexed_rows"] // 10)
+            return bool(ann["unindexed_rows"] >= max(1, ann["indexed_rows"] // 10))
 
         return self._read(check)
 
