@@ -193,13 +193,13 @@ def build_plan(a: Capture, b: Capture) -> Plan:
             return None
         for name, value in a.attrs.items():
             if isinstance(va, type(value)) and value == va and b.attrs[name] == vb:
-                return lambda f, name=name: cast(f.attrs[name])
+                return lambda f: cast(f.attrs[name])
         for i in range(before):
             rows_a, rows_b = a.statements[i].rows or [], b.statements[i].rows or []
             for r, (row_a, row_b) in enumerate(zip(rows_a, rows_b, strict=False)):
                 for c, (ra, rb) in enumerate(zip(row_a, row_b, strict=False)):
                     if not isinstance(ra, bool) and isinstance(va, type(ra)) and ra == va and rb == vb:
-                        return lambda f, i=i, r=r, c=c: cast(f.results[i][r][c])
+                        return lambda f: cast(f.results[i][r][c])
         return None
 
     def leaf(va: Any, vb: Any, before: int) -> Filler:

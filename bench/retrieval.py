@@ -329,7 +329,7 @@ def seed(facts: dict[str, Fact], workdir: Path) -> Seeded:
             f"expected {len(facts)} current and {olds} superseded records, found {len(current)}, {len(superseded)}"
         )
     say(f"Checked: {len(current)} current records, {len(superseded)} superseded ones (tenant {TENANT})")
-    project = Project.objects.get(tenant_id=principal.tenant_id, key=PROJECT)
+    project = Project.objects.get(tenant_id=principal.tenant_pk, key=PROJECT)
     return Seeded(
         current=current,
         superseded=superseded,

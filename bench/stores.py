@@ -700,7 +700,7 @@ def bench_search(scale: Scale, queries: int, warmup: int) -> list[Row]:
                 "superseded_by_id": None if head else rid + 1,
             }
             rows.append(row)
-            record = MemoryRecord(subject_id=subject, predicate=row["predicate"], value=row["value"])
+            record = MemoryRecord(subject_id=subject, predicate=PREDICATES[predicate], value=row["value"])
             entries.append(
                 VectorEntry(
                     entry_id=f"record:{row['memory_id']}",
@@ -1108,7 +1108,7 @@ def instrumented_stores(times: dict[str, float]) -> Iterator[None]:
             patched.append((store, method))
     originals: list[tuple[Any, str, Callable[..., Any]]] = [
         (service, "propagate_set", service.propagate_set),
-        (tasks, "find_pending", tasks.find_pending),
+        (tasks, "find_pending", service.find_pending),  # the name deletion.tasks imported from the service
     ]
     for module, name, original in originals:
         setattr(module, name, timed(name, original))
@@ -1201,7 +1201,7 @@ def bench_deletion(scale: Scale, explain: bool, profile: bool = False) -> list[R
         transaction.on_commit(lambda: committed.append(time.perf_counter()))
         original_append(entries)
 
-    ledger.append_entries_after_commit = append_marking_commit  # type: ignore[assignment]
+    ledger.append_entries_after_commit = append_marking_commit
     with instrumented_stores(times), logged_queries() as log:
         t0 = time.perf_counter()
         if profiler is not None:
@@ -1217,7 +1217,7 @@ def bench_deletion(scale: Scale, explain: bool, profile: bool = False) -> list[R
             profiler.disable()
         request_s = time.perf_counter() - t0
         committed_at = timezone.now()
-    ledger.append_entries_after_commit = original_append  # type: ignore[assignment]
+    ledger.append_entries_after_commit = original_append
     commit_s = (committed[0] - t0) if committed else math.nan
     assert isinstance(request, DeletionRequest)
     request.refresh_from_db()

@@ -85,9 +85,7 @@ def _replay_tenant(tenant_id: int, entries: list[dict[str, Any]]) -> dict[str, A
     purged: dict[str, int] = defaultdict(int)
     written = len(missing)
     with transaction.atomic():
-        Tombstone.objects.bulk_create(
-            [Tombstone(**{k: e[k] for k in ledger.FIELDS}, request=None) for e in missing]  # type: ignore[misc]
-        )
+        Tombstone.objects.bulk_create([Tombstone(**{k: e[k] for k in ledger.FIELDS}, request=None) for e in missing])
         for public_id, entries in by_request.items():
             tenant_id = entries[0]["tenant_id"]
             memory_ids = [e["memory_id"] for e in entries if e["kind"] == Tombstone.Kind.RECORD]

@@ -226,7 +226,7 @@ def resolve_scope(tenant_id: int, project: Project, kind: str, value: Any) -> Sc
 
 
 def _project(principal: Principal, project_id: str) -> Project:
-    project = Project.objects.filter(tenant_id=principal.tenant_id, key=project_id).first()
+    project = Project.objects.filter(tenant_id=principal.tenant_pk, key=project_id).first()
     if project is None:
         raise NotFound(f"No project {project_id!r}.")
     return project
@@ -238,7 +238,7 @@ def _checked(principal: Principal, project_id: str, scope: Any, reason: str) -> 
         raise InvalidInput({"reason": ["Say why; a regulator may ask."]})
     # Ids follow the shared character set (memory.validation); one outside it is still accepted when it
     # names stored data, so memory written before the rule existed can always be deleted.
-    if not Project.objects.filter(tenant_id=principal.tenant_id, key=project_id).exists():
+    if not Project.objects.filter(tenant_id=principal.tenant_pk, key=project_id).exists():
         validation.check_identifiers(project_id=project_id)
     project = _project(principal, project_id)
     resolved = resolve_scope(principal.tenant_pk, project, kind, value)
@@ -347,7 +347,7 @@ def _file(
     validation.check_datetimes(due_by=due_by)
     with transaction.atomic():
         request = DeletionRequest.objects.create(
-            tenant_id=principal.tenant_id,
+            tenant_id=principal.tenant_pk,
             project=project,
             scope_kind=kind,
             scope_value=value,
@@ -496,7 +496,7 @@ def visible_requests(principal: Principal) -> QuerySet[DeletionRequest]:
     if not may_read(principal):
         return DeletionRequest.objects.none()
     return (
-        DeletionRequest.objects.filter(tenant_id=principal.tenant_id)
+        DeletionRequest.objects.filter(tenant_id=principal.tenant_pk)
         .select_related("project", "requested_by", "approved_by")
         .order_by("-id")
     )
@@ -505,7 +505,7 @@ def visible_requests(principal: Principal) -> QuerySet[DeletionRequest]:
 def get_request(principal: Principal, public_id: str, *, for_update: bool = False) -> DeletionRequest:
     if not may_read(principal):
         raise NotFound(f"No deletion request {public_id!r}.")
-    qs = DeletionRequest.objects.filter(tenant_id=principal.tenant_id, public_id=public_id)
+    qs = DeletionRequest.objects.filter(tenant_id=principal.tenant_pk, public_id=public_id)
     if for_update:
         qs = qs.select_for_update(of=("self",))
     request = qs.select_related("project", "requested_by", "approved_by").first()
@@ -573,7 +573,7 @@ def lift_tombstone(principal: Principal, tombstone_id: int, reason: str) -> Tomb
     if not (reason or "").strip():
         raise InvalidInput({"reason": ["Say why the deleted content may come back."]})
     with transaction.atomic():
-        stone = Tombstone.objects.select_for_update().filter(tenant_id=principal.tenant_id, pk=tombstone_id).first()
+        stone = Tombstone.objects.select_for_update().filter(tenant_id=principal.tenant_pk, pk=tombstone_id).first()
         if stone is None:
             raise NotFound("No such tombstone.")
         if stone.lifted_at is None:

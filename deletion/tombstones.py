@@ -279,7 +279,7 @@ def record_stones(tenant_id: int, memory_ids: Iterable[str]) -> dict[str, Tombst
 
 def deleted_record_count(tenant_id: int) -> int:
     """How many records are under a live tombstone: written, or pending the purge of records a rule hides."""
-    written = live().filter(tenant_id=tenant_id, kind=Tombstone.Kind.RECORD).count()
+    written: int = live().filter(tenant_id=tenant_id, kind=Tombstone.Kind.RECORD).count()
     # Rule by rule, on the index of a subject's (or predicate's) records, rather than the rule tested on every
     # record of the tenant. A rule lives only until its purge starts, seconds after its acceptance.
     return written + sum(rule.covered().count() for rule in RecordHide.objects.filter(tenant_id=tenant_id))

@@ -86,7 +86,7 @@ def _policies(admin: Principal) -> None:
     ]
     for data in wanted:
         existing = FieldPolicy.objects.filter(
-            tenant_id=admin.tenant_id, project__isnull=True, predicate=data["predicate"]
+            tenant_id=admin.tenant_pk, project__isnull=True, predicate=data["predicate"]
         ).first()
         if existing is None:
             save_field_policy(admin, dict(data))
@@ -337,7 +337,7 @@ def seed_demo(*, subjects: int = 1500, seed: int = 7) -> dict[str, Any]:
         if not MemoryRecord.objects.filter(memory_id="mem-deadline-001").exists():
             _story(principals)
         made = 0
-        if not Project.objects.filter(tenant_id=principals["agent"].tenant_id, key="project-b").exists():
+        if not Project.objects.filter(tenant_id=principals["agent"].tenant_pk, key="project-b").exists():
             made = _synthetic(principals["agent"], subjects, random.Random(seed))
         # The previous run's demo token stops working; both changes are audited like any token change.
         for old in ApiToken.objects.filter(principal=principals["agent"], name="demo", revoked_at__isnull=True):

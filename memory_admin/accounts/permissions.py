@@ -5,6 +5,8 @@ from typing import Any
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 
+from memory_admin.accounts.models import principal_of
+
 
 class IsTenantMember(BasePermission):
     """Any authenticated principal that belongs to a tenant. Finer rules live in the domain layer."""
@@ -18,8 +20,7 @@ class HasRole(BasePermission):
     roles: tuple[str, ...] = ()
 
     def has_permission(self, request: Request, view: Any) -> bool:
-        user = request.user
-        return IsTenantMember().has_permission(request, view) and user.has_role(*self.roles)  # type: ignore[union-attr]
+        return IsTenantMember().has_permission(request, view) and principal_of(request).has_role(*self.roles)
 
 
 class IsAdminRole(HasRole):
@@ -32,7 +33,7 @@ class IsAdminRoleOrComplianceReading(BasePermission):
     def has_permission(self, request: Request, view: Any) -> bool:
         if not IsTenantMember().has_permission(request, view):
             return False
-        user = request.user
+        user = principal_of(request)
         if request.method in SAFE_METHODS:
-            return user.has_role("admin", "compliance")  # type: ignore[union-attr, no-any-return]
-        return user.has_role("admin")  # type: ignore[union-attr, no-any-return]
+            return user.has_role("admin", "compliance")
+        return user.has_role("admin")

@@ -151,7 +151,7 @@ class DeletionPreviewSerializer(serializers.Serializer):
 
 
 def _report(deletion: DeletionRequest) -> ReturnDict:
-    return DeletionReportSerializer(deletion).data  # type: ignore[no-any-return]
+    return DeletionReportSerializer(deletion).data
 
 
 class DeletionRequestViewSet(viewsets.ViewSet):

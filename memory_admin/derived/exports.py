@@ -45,7 +45,7 @@ def export_project(principal: Principal, project_id: str) -> ExportFile:
     # who read everything and change nothing, download exports but do not make them.
     if not principal.has_role("owner", "admin"):
         raise Forbidden("Only owners and admins export projects.")
-    project = Project.objects.filter(tenant_id=principal.tenant_id, key=project_id).first()
+    project = Project.objects.filter(tenant_id=principal.tenant_pk, key=project_id).first()
     if project is None:
         raise NotFound(f"No project {project_id!r}.")
     path = export_path(principal.tenant_pk, project.pk)
@@ -58,12 +58,12 @@ def export_project(principal: Principal, project_id: str) -> ExportFile:
                 handle.write(json.dumps(record_payload(record), ensure_ascii=False) + "\n")
                 rows += 1
         return ExportFile.objects.create(
-            tenant_id=principal.tenant_id, project=project, path=str(path), rows=rows, created_by=principal
+            tenant_id=principal.tenant_pk, project=project, path=str(path), rows=rows, created_by=principal
         )
 
 
 def downloadable(principal: Principal, export_id: int) -> ExportFile:
-    export = ExportFile.objects.filter(tenant_id=principal.tenant_id, pk=export_id).select_related("project").first()
+    export = ExportFile.objects.filter(tenant_id=principal.tenant_pk, pk=export_id).select_related("project").first()
     if export is None or export.removed_at is not None or not inside_export_root(export.path):
         raise NotFound("No such export.")
     if export.withheld:

@@ -108,7 +108,7 @@ def log_event(
         derived_hooks.guard_event(principal.tenant_pk, project_id, subject_ids, occurred_at)
         project = project_for(principal.require_tenant, project_id)
         return Event.objects.create(
-            tenant_id=principal.tenant_id,
+            tenant_id=principal.tenant_pk,
             project=project,
             session_id=session_id,
             actor=actor,
@@ -145,7 +145,7 @@ def create_summary(
     with hooks.write_scope("summary", principal.name), transaction.atomic():
         records = resolve_bases(principal, project_id, bases, lock=True, require_current=True)
         summary = Summary.objects.create(
-            tenant_id=principal.tenant_id,
+            tenant_id=principal.tenant_pk,
             project=records[0].project,
             kind=kind,
             text=text,
@@ -160,7 +160,7 @@ def create_summary(
 
 def get_summary(principal: Principal, public_id: str) -> Summary:
     summary = (
-        Summary.objects.filter(tenant_id=principal.tenant_id, public_id=public_id)
+        Summary.objects.filter(tenant_id=principal.tenant_pk, public_id=public_id)
         .select_related("project", "created_by")
         .first()
     )
@@ -264,7 +264,7 @@ def schedule_action(
     with hooks.write_scope("scheduled_action", principal.name), transaction.atomic():
         records = resolve_bases(principal, project_id, bases, lock=True, require_current=True)
         action = ScheduledAction.objects.create(
-            tenant_id=principal.tenant_id,
+            tenant_id=principal.tenant_pk,
             project=records[0].project,
             agent=principal,
             kind=kind,
@@ -277,7 +277,7 @@ def schedule_action(
 
 
 def get_action(principal: Principal, public_id: str, *, for_update: bool = False) -> ScheduledAction:
-    qs = ScheduledAction.objects.filter(tenant_id=principal.tenant_id, public_id=public_id)
+    qs = ScheduledAction.objects.filter(tenant_id=principal.tenant_pk, public_id=public_id)
     if for_update:
         qs = qs.select_for_update()
     action = qs.select_related("project", "agent").first()
@@ -348,7 +348,7 @@ def register_context_load(
         if missing or not bases:
             raise InvalidInput({"memories": [f"Unknown memory ids: {', '.join(missing)}." if missing else "Empty."]})
         load = ContextLoad.objects.create(
-            tenant_id=principal.tenant_id, agent=principal, session_id=session_id, expires_at=expires_at
+            tenant_id=principal.tenant_pk, agent=principal, session_id=session_id, expires_at=expires_at
         )
         ContextItem.objects.bulk_create(
             [ContextItem(load=load, record=found[b.memory_id], revision=b.revision) for b in bases]
@@ -368,10 +368,10 @@ def invalidations_for(principal: Principal, agent_name: str, *, open_only: bool 
     """An agent's notices. An agent reads its own; owners, admins and compliance read any agent's."""
     if principal.name != agent_name and not principal.has_role("owner", "admin", "compliance"):
         raise NotFound(f"No agent {agent_name!r}.")
-    agent = Principal.objects.filter(tenant_id=principal.tenant_id, name=agent_name).first()
+    agent = Principal.objects.filter(tenant_id=principal.tenant_pk, name=agent_name).first()
     if agent is None:
         raise NotFound(f"No agent {agent_name!r}.")
-    qs = Invalidation.objects.filter(tenant_id=principal.tenant_id, agent=agent).select_related(
+    qs = Invalidation.objects.filter(tenant_id=principal.tenant_pk, agent=agent).select_related(
         "record", "successor", "load"
     )
     return qs.filter(acknowledged_at__isnull=True) if open_only else qs
@@ -385,7 +385,7 @@ def acknowledge(principal: Principal, agent_name: str, public_id: str) -> Invali
             raise Forbidden("Only the agent that holds the context can acknowledge its notice.")
         raise NotFound(f"No agent {agent_name!r}.")
     notice = (
-        Invalidation.objects.filter(tenant_id=principal.tenant_id, agent=principal, public_id=public_id)
+        Invalidation.objects.filter(tenant_id=principal.tenant_pk, agent=principal, public_id=public_id)
         .select_related("record", "successor", "load")
         .first()
     )

@@ -390,9 +390,7 @@ class VectorIndex:
         tenant_of = {entry.entry_id: entry.tenant_id for entry in batch}
         for chunk in _chunks(list(tenant_of)):
             where = _in("entry_id", chunk)
-            existing = self._read(
-                lambda t, w=where: t.search().where(w).select(["entry_id", "tenant_id"]).limit(None).to_arrow()
-            ).to_pylist()
+            existing = self._rows_where(where, ["entry_id", "tenant_id"])
             clashes = sorted(row["entry_id"] for row in existing if row["tenant_id"] != tenant_of[row["entry_id"]])
             if clashes:
                 raise ValueError(f"entry ids already indexed for another tenant: {clashes[:5]}")
@@ -403,15 +401,28 @@ class VectorIndex:
         for chunk in _chunks(entry_ids):
             # Only rows whose flag differs: the count is "changed", and no empty version is written.
             where = f"{_in('entry_id', chunk)} AND usable = {'false' if usable else 'true'}"
-            if self._read(lambda t, w=where: t.count_rows(w)) == 0:
+            if self._count_where(where) == 0:
                 continue
-            result = self._write(lambda t, w=where: t.update(where=w, values={"usable": usable}))
-            changed += int(result.rows_updated)
+            changed += self._update_where(where, {"usable": usable})
         return changed
+
+    # One filter per call: a lambda made in a caller's loop would have to bind the loop's filter itself.
+    def _rows_where(self, where: str, columns: list[str]) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = self._read(
+            lambda t: t.search().where(where).select(columns).limit(None).to_arrow()
+        ).to_pylist()
+        return rows
+
+    def _count_where(self, where: str) -> int:
+        return int(self._read(lambda t: t.count_rows(where)))
+
+    def _update_where(self, where: str, values: dict[str, Any]) -> int:
+        result = self._write(lambda t: t.update(where=where, values=values))
+        return int(result.rows_updated)
 
     def _delete_where(self, where: str) -> int:
         # LanceDB commits a new (empty) version even when nothing matches; skip those.
-        if self._read(lambda t: t.count_rows(where)) == 0:
+        if self._count_where(where) == 0:
             return 0
         result = self._write(lambda t: t.delete(where))
         return int(result.num_deleted_rows)
@@ -550,8 +561,7 @@ class VectorIndex:
         found: list[VectorEntry] = []
         for chunk in _chunks(object_ids):
             where = where_objects(tenant_id, chunk)
-            rows = self._read(lambda t, w=where: t.search().where(w).select(_ENTRY_COLUMNS).limit(None).to_arrow())
-            found.extend(_entry_from_row(row) for row in rows.to_pylist())
+            found.extend(_entry_from_row(row) for row in self._rows_where(where, _ENTRY_COLUMNS))
         return sorted(found, key=lambda e: e.entry_id)
 
     def count(self, *, tenant_id: int | None = None) -> int:
@@ -687,7 +697,7 @@ class VectorIndex:
             ann = self._ann_info(table)
             if ann is None or len(self._filter_index_columns(table)) < len(FILTER_INDEXES):
                 return True
-            return ann["unindexed_rows"] >= max(1, ann["indexed_rows"] // 10)
+            return bool(ann["unindexed_rows"] >= max(1, ann["indexed_rows"] // 10))
 
         return self._read(check)
 

@@ -45,7 +45,7 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-class ErrorSerializer(serializers.Serializer):
+class ErrorSerializer(serializers.Serializer[Any]):
     """The shape of every 4xx answer (documented in the schema; rendered by `exception_handler`).
 
     Some errors carry more fields (a 409 `revision_conflict` carries `current`, a 409 `recheck_required`

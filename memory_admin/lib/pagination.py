@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from typing import Any
-
 from rest_framework.exceptions import NotFound
 from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.request import Request
@@ -20,13 +18,13 @@ class NewestFirstCursorPagination(CursorPagination):
     def decode_cursor(self, request: Request) -> Cursor | None:
         """DRF's decoding, plus a check that the position is a key: the client holds the cursor, so a
         forged one (`p=abc`, a number past bigint) is a 404 `not_found` here rather than a 500 from the query."""
-        cursor: Any = super().decode_cursor(request)
+        cursor: Cursor | None = super().decode_cursor(request)
         if cursor is None or cursor.position is None:
             return cursor
-        position = cursor.position
+        position = str(cursor.position)  # a query-string value; the stubs type it int
         if not (position.isascii() and position.isdigit() and int(position) <= _BIGINT_MAX):
             raise NotFound(self.invalid_cursor_message)
-        return cursor  # type: ignore[no-any-return]
+        return cursor
 
 
 class OldestFirstCursorPagination(NewestFirstCursorPagination):

@@ -146,9 +146,9 @@ def _prepare_related(obj: models.Model, relations: Sequence[models.ForeignKey[An
         related = getattr(obj, field.name, None)
         if not related:
             continue
-        if not related._is_pk_set():  # type: ignore[attr-defined]
+        if not related._is_pk_set():
             if not field.remote_field.multiple:
-                field.remote_field.delete_cached_value(related)  # type: ignore[attr-defined]
+                field.remote_field.delete_cached_value(related)
             raise ValueError(f"save() prohibited to prevent data loss due to unsaved related object '{field.name}'.")
         if getattr(obj, field.attname) in field.empty_values:
             setattr(obj, field.name, related)

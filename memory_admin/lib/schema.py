@@ -48,7 +48,7 @@ DURATION_PATTERN = "^P(?:[1-9][0-9]{0,3}D|T[1-9][0-9]?[HMS])$"
 ERROR_STATUSES = (400, 401, 403, 404, 405, 409, 410, 413, 415, 428)
 
 
-class AutoSchema(openapi.AutoSchema):  # type: ignore[misc]
+class AutoSchema(openapi.AutoSchema):
     def _get_response_bodies(self, direction: Any = "response") -> Any:
         bodies = super()._get_response_bodies(direction)
         if direction == "response":
@@ -137,7 +137,7 @@ def _constrain_parameter(parameter: dict[str, Any]) -> None:
         schema["pattern"] = URL_VALUE
 
 
-class BearerTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[misc]
+class BearerTokenScheme(OpenApiAuthenticationExtension):
     """Agents authenticate with `Authorization: Bearer <token>` (memory_admin.accounts.auth); named by
     path so this module imports nothing above it."""
 
@@ -148,14 +148,14 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[misc]
         return {"type": "http", "scheme": "bearer"}
 
 
-class ISODurationFieldType(OpenApiSerializerFieldExtension):  # type: ignore[misc]
+class ISODurationFieldType(OpenApiSerializerFieldExtension):
     target_class = "memory_admin.shapes.fields.ISODurationField"
 
     def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, str]:
         return {"type": "string", "format": "duration", "example": "P1D"}
 
 
-class IdentifierFieldType(OpenApiSerializerFieldExtension):  # type: ignore[misc]
+class IdentifierFieldType(OpenApiSerializerFieldExtension):
     """An identifier publishes the pattern its field names (`schema_pattern`: a strict subset of the rule, since
     JSON Schema's regular expressions have no portable Unicode classes; memory.validation); the field's
     `max_length` adds `maxLength`, counted in code points as the API counts it. Named by path, as above."""

@@ -56,7 +56,7 @@ def _show(value: Any) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
-def _parse(serializer_class: type[serializers.Serializer], data: dict[str, Any]) -> dict[str, Any]:
+def _parse(serializer_class: type[serializers.Serializer[Any]], data: dict[str, Any]) -> dict[str, Any]:
     check_storable(data)
     body = serializer_class(data={k: v for k, v in data.items() if v is not None})
     body.is_valid(raise_exception=True)
@@ -270,7 +270,7 @@ def history(
     return Answer(payload, summary, memory_id=chain[-1].memory_id)
 
 
-class _SearchArgs(serializers.Serializer):
+class _SearchArgs(serializers.Serializer[Any]):
     project_id = fields.IdentifierField("project_id", required=False)
     subject_id = fields.IdentifierField("subject_id", required=False)
     predicate = fields.IdentifierField("predicate", required=False)
@@ -324,7 +324,7 @@ def _match(hit: dict[str, Any]) -> str:
 
 def list_conflicts(principal: Principal, *, project_id: str | None = None) -> Answer:
     disputes = (
-        Dispute.objects.filter(tenant_id=principal.tenant_id, status=Dispute.Status.OPEN)
+        Dispute.objects.filter(tenant_id=principal.tenant_pk, status=Dispute.Status.OPEN)
         .select_related("project", "resolved_by", "winner")
         .prefetch_related("candidates__issuer")
         .order_by("id")
@@ -376,7 +376,7 @@ def acknowledge_notice(principal: Principal, *, notice_id: str) -> Answer:
 # --- request_forget ---------------------------------------------------------------------------------------
 
 
-class _ForgetArgs(serializers.Serializer):
+class _ForgetArgs(serializers.Serializer[Any]):
     project_id = serializers.CharField(max_length=100)
     reason = serializers.CharField(max_length=5000)
 

@@ -26,7 +26,7 @@ class TenantReadOnlyAdmin(admin.ModelAdmin):
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         user = request.user
-        return bool(user.is_active and (user.is_superuser or (user.is_staff and user.has_role("admin"))))  # type: ignore[union-attr]
+        return bool(user.is_active and (user.is_superuser or (user.is_staff and user.has_role("admin"))))
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

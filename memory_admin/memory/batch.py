@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import reduce
 from operator import or_
-from typing import cast
+from typing import Any, cast
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Field, Max, Q
@@ -546,7 +546,7 @@ def _update_rows(records: list[MemoryRecord], names: list[str]) -> None:
     if connection.vendor != "postgresql":
         MemoryRecord.objects.bulk_update(records, names)
         return
-    attnames = [cast(Field, MemoryRecord._meta.get_field(name)).attname for name in names]
+    attnames = [cast("Field[Any, Any]", MemoryRecord._meta.get_field(name)).attname for name in names]
     stats.update_objects_counted(records, attnames)
 
 

@@ -167,7 +167,7 @@ class LiveRecordManager(models.Manager.from_queryset(RecordQuerySet)):  # type: 
     hidden by a `RecordHide` rule) is never returned."""
 
     def get_queryset(self) -> RecordQuerySet:
-        return super().get_queryset().live()  # type: ignore[no-any-return]
+        return super().get_queryset().live()
 
 
 class RecordHide(models.Model):
@@ -317,7 +317,7 @@ class MemoryRecord(models.Model):
     all_objects = RecordQuerySet.as_manager()
     # Every query's rows built without Django's per-field constructor calls (lib.rows.from_db): a list page's
     # 50 records, a fact's history, a deletion's scope.
-    from_db = classmethod(rows.from_db)  # type: ignore[assignment,var-annotated]
+    from_db: classmethod[MemoryRecord, ..., MemoryRecord] = classmethod(rows.from_db)
 
     class Meta:
         constraints = [

@@ -33,7 +33,7 @@ def policy_for(tenant: Tenant | int, project_key: str, predicate: str) -> FieldP
     for row in found:
         p = rows.load(FieldPolicy, row)
         project = rows.load(Project, row[width:]) if p.project_id is not None else None
-        FieldPolicy.project.field.set_cached_value(p, project)  # type: ignore[attr-defined]
+        FieldPolicy.project.field.set_cached_value(p, project)
         candidates.append(p)
     return _choose(candidates, project_key, predicate)
 
@@ -84,7 +84,7 @@ def locked_policy_for(
             continue  # the field has no policy: the one row of NULLs
         # The project is known from the join (its key is all _choose reads); no query when it is read.
         project = Project(pk=p.project_id, tenant_id=tenant_id, key=row[-2]) if p.project_id is not None else None
-        FieldPolicy.project.field.set_cached_value(p, project)  # type: ignore[attr-defined]
+        FieldPolicy.project.field.set_cached_value(p, project)
         candidates.append(p)
     return _choose(candidates, project_key, predicate), new_id
 
@@ -192,10 +192,10 @@ def save_field_policy(
     _validate_policy_fields(data)
     with transaction.atomic():
         before = _policy_snapshot(instance) if instance else None
-        policy = instance or FieldPolicy(tenant_id=principal.tenant_id)
+        policy = instance or FieldPolicy(tenant_id=principal.tenant_pk)
         if "project_id" in data:
             key = data.pop("project_id")
-            policy.project = Project.objects.get_or_create(tenant_id=principal.tenant_id, key=key)[0] if key else None
+            policy.project = Project.objects.get_or_create(tenant_id=principal.tenant_pk, key=key)[0] if key else None
         for name, value in data.items():
             setattr(policy, name, value)
         policy.updated_at = timezone.now()

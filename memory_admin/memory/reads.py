@@ -36,9 +36,10 @@ def fact_records(principal: Principal, project_id: str, subject_id: str, predica
 
 
 def _fact_rows(tenant_id: int, project_id: str, subject_id: str, predicate: str) -> RecordQuerySet:
-    return MemoryRecord.objects.in_project(tenant_id, project_id).filter(
+    rows: RecordQuerySet = MemoryRecord.objects.in_project(tenant_id, project_id).filter(
         tenant_id=tenant_id, subject_id=subject_id, predicate=predicate
     )
+    return rows
 
 
 def _answering(
@@ -264,7 +265,7 @@ def _disputed_view(
     """No record answers: an open dispute shows its candidates (and refuses acting); else NotFound."""
     dispute = (
         Dispute.objects.filter(
-            tenant_id=principal.tenant_id,
+            tenant_id=principal.tenant_pk,
             project__key=project_id,
             subject_id=subject_id,
             predicate=predicate,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from celery import shared_task
@@ -34,7 +35,7 @@ def sweep_due_rechecks(limit: int = 500) -> int:
     for tenant_id in for_each_tenant("sweep_due_rechecks"):
         with transaction.atomic():
             ids = rechecks.claim_due(limit=limit)
-            transaction.on_commit(lambda ids=ids, tenant_id=tenant_id: _send_rechecks(tenant_id, ids))
+            transaction.on_commit(partial(_send_rechecks, tenant_id, ids))
         claimed += len(ids)
     return claimed
 

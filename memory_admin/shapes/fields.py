@@ -74,7 +74,7 @@ class ISODurationField(serializers.Field):
             self.fail("invalid")
         if problems := validation.duration_problems(parsed):
             raise serializers.ValidationError(problems)
-        return parsed  # type: ignore[return-value]
+        return parsed
 
     def to_representation(self, value: timedelta) -> str:
         return duration_iso_string(value)
@@ -85,4 +85,4 @@ class IsoDateTimeField(serializers.DateTimeField):
     payload of this API shows one."""
 
     def to_representation(self, value: Any) -> str:
-        return value.isoformat()  # type: ignore[no-any-return]  # DRF renders None itself, without calling this
+        return value.isoformat()  # DRF renders None itself, without calling this

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from memory_admin.memory.models import FieldPolicy, MemoryRecord
@@ -12,7 +14,7 @@ from tests.support import DEADLINE, at, body, deadline
 def acme_objects(admin, moved_deadline, other_agent):
     from memory_admin.memory.actions import Assertion, assert_fact
 
-    price = {"project_id": "project-a", "subject_id": "product-x", "predicate": "unit_price"}
+    price: dict[str, Any] = {"project_id": "project-a", "subject_id": "product-x", "predicate": "unit_price"}
     assert_fact(
         moved_deadline[0].record.issuer,
         Assertion(**price, value=1, valid_from=at(10, 26), source_canonical_ref="a", source_revision="1"),

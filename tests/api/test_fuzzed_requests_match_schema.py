@@ -66,7 +66,7 @@ class InTransactionWSGI:
             try:
                 return [b"".join(response)]
             finally:
-                response.close()  # type: ignore[attr-defined]
+                response.close()
         finally:
             request_started.connect(close_old_connections)
             request_finished.connect(close_old_connections)

@@ -159,6 +159,7 @@ def test_the_client_writes_and_reads_japanese_ids_and_hears_refusals_as_invalid_
         assert result["outcome"] == "created" and result["project_id"] == "project-a"
         answer = client.current("project-a", "佐藤 花子", "提出期限")
         assert (answer["subject_id"], answer["predicate"]) == ("佐藤 花子", "提出期限")
+        assert answer["memory_id"] is not None
         history = client.history(answer["memory_id"])
         assert history
         with pytest.raises(ClientInvalidInput) as refused:

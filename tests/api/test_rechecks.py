@@ -102,7 +102,7 @@ def test_acting_after_the_source_changed_uses_the_new_value(api, agent, record, 
 
 def name_as_reporter(policy: FieldPolicy, *names: str) -> None:
     """The policy names these principals as speaking for its canonical source."""
-    policy.canonical_source = {**policy.canonical_source, "reporters": list(names)}
+    policy.canonical_source = {**(policy.canonical_source or {}), "reporters": list(names)}
     policy.save()
 
 

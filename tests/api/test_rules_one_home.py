@@ -19,7 +19,7 @@ from memory_admin.memory import reads, rechecks
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.errors import Forbidden, InvalidState
 from memory_admin.memory.models import FieldPolicy, MemoryRecord, Project, RecheckAttempt
-from memory_admin.memory.policies import is_manual, policies_for, policy_for
+from memory_admin.memory.policies import is_manual, not_the_source, policies_for, policy_for
 from tests.support import DEADLINE, at, deadline
 from tests.support.canonical_source import http_json_source
 
@@ -176,7 +176,7 @@ def test_the_manual_field_rule_is_the_same_for_the_page_the_verify_door_and_repo
     assert page.context["manual_field"] == manual
     assert ('id="verify"' in page.content.decode()) == manual
     # A person's report counts as read from the source exactly on a manual field.
-    assert (rechecks.not_the_source(owner, policy) == "") == manual
+    assert (not_the_source(owner, policy) == "") == manual
     response = client.post(f"/records/{record.memory_id}/verify/", {"verdict": "still_true"}, follow=True)
     attempts = RecheckAttempt.objects.filter(record=record, trigger=RecheckAttempt.Trigger.MANUAL)
     if manual:

@@ -131,7 +131,7 @@ def _seed(agent: Principal, other_agent: Principal) -> dict[str, Any]:
     current = assert_fact(
         agent, deadline("2026-11-02T17:00+09:00", "r18", at(10, 22), ref="task:017", expected_revision=1)
     ).record
-    price = {"project_id": "project-a", "subject_id": "product-x", "predicate": "unit_price"}
+    price: dict[str, Any] = {"project_id": "project-a", "subject_id": "product-x", "predicate": "unit_price"}
     assert_fact(
         agent,
         Assertion(**price, value=1200, valid_from=at(10, 26), source_canonical_ref="vendor:x", source_revision="a"),
@@ -387,7 +387,7 @@ def test_a_field_rendered_but_not_declared_fails_the_check(call: Caller, db: Non
         def json() -> dict[str, Any]:
             answer = call.clients["agent"].get(f"{PREFIX}/records/{seeded['current'].memory_id}/").json()
             answer["source"].pop("event_ids")
-            return answer  # type: ignore[no-any-return]
+            return answer
 
     with pytest.raises(AssertionError, match="event_ids"):
         call.conformance.check("get", "/records/{memory_id}/", Missing())

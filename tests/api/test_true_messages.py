@@ -5,13 +5,14 @@ says so and does not hand the excluded value out in the answer."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from django.utils import timezone
 
 from memory_admin.memory.actions import Assertion, assert_fact, exclude_record
 
 URL = "/api/v1/facts/current/"
-KEY = {"project_id": "project-a", "subject_id": "acct-1", "predicate": "plan"}
+KEY: dict[str, Any] = {"project_id": "project-a", "subject_id": "acct-1", "predicate": "plan"}
 
 
 def fact(value: str, valid_from, valid_to=None) -> Assertion:

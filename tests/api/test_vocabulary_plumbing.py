@@ -139,14 +139,14 @@ def test_records_and_audit_pages_follow_their_cursors(owner, moved_deadline):
 
     client = Client()
     client.force_login(owner)
-    first = client.get("/records/", {"status": "all", "size": 1, "sort": "newest"})
+    first = client.get("/records/", {"status": "all", "size": "1", "sort": "newest"})
     assert len(first.context["rows"]) == 1 and first.context["next_after"]
     second = client.get(
         "/records/", {"status": "all", "size": 1, "sort": "newest", "after": first.context["next_after"]}
     )
     assert second.context["rows"][0].pk < first.context["rows"][0].pk
     # History's default order groups by fact; its keyset still moves on to the next row, never repeats one.
-    grouped = client.get("/records/", {"status": "all", "size": 1})
+    grouped = client.get("/records/", {"status": "all", "size": "1"})
     after = client.get("/records/", {"status": "all", "size": 1, "after": grouped.context["next_after"]})
     assert after.context["rows"] and after.context["rows"][0].pk != grouped.context["rows"][0].pk
     audit = client.get("/audit/")

@@ -73,7 +73,8 @@ def test_the_vector_store_keeps_the_newest_write_per_key_until_its_ttl():
     store.put(key, "person-sato meeting_room", "Room 4B", written)
     store.put(key, "person-sato meeting_room", "Room 5A", written + timedelta(days=1))
     store.put(("p", "person-sato", "meeting_time"), "person-sato meeting_time", "14:00", written)
-    assert store.get(key, written + timedelta(days=2)).value == "Room 5A"  # no revisions: the newest write
+    entry = store.get(key, written + timedelta(days=2))
+    assert entry is not None and entry.value == "Room 5A"  # no revisions: the newest write
     (best, *_) = store.search("p", "person-sato", "person-sato meeting_time", written + timedelta(days=2))
     assert best[1].value == "14:00"
     later = written + timedelta(days=1) + TTL

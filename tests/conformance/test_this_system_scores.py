@@ -20,7 +20,7 @@ from memory_admin.conformance import cases as case_data
 from memory_admin.conformance.agent import COUNTS
 from memory_admin.conformance.models import ConformanceRun
 from memory_admin.conformance.runner import DEFAULT_VARIANTS, grouped, run_suite
-from memory_admin.conformance.targets import TARGETS, Reading
+from memory_admin.conformance.targets import TARGETS, Reading, Target
 from memory_admin.conformance.targets.this import ThisSession, ThisTarget
 from tests.support import ROOT
 from tests.support.celery_worker import _test_database_url, require_real_broker, running_worker, wait_until
@@ -143,7 +143,8 @@ def test_tomorrows_rule_recorded_before_todays_is_a_variant_and_passes():
 
 @pytest.mark.django_db
 def test_an_adapter_that_ignores_valid_time_is_caught_by_name():
-    result = run_suite([BrokenTarget()], variants=1, seed=0)
+    broken_only: list[Target] = [BrokenTarget()]
+    result = run_suite(broken_only, variants=1, seed=0)
     (broken,) = result["targets"]
     assert not broken["perfect"]
     assert failing(broken, "stale_as_current") == {

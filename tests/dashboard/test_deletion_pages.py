@@ -83,7 +83,7 @@ def test_exports_are_listed_downloaded_and_withheld_during_a_deletion(owner, com
     client = signed_in(owner)
     assert client.get("/exports/").status_code == 200
     download = client.get(f"/exports/{export.pk}/download/")
-    assert download.status_code == 200 and SUBJECT in b"".join(download.streaming_content).decode()
+    assert download.status_code == 200 and SUBJECT in download.getvalue().decode()
     filer = signed_in(compliance)
     filer.post("/deletions/new/", confirmed(filer))
     assert client.get(f"/exports/{export.pk}/download/").status_code == 403  # withheld until rewritten

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.test import Client
 
@@ -10,7 +12,7 @@ from memory_admin.memory.models import AuditEvent, Dispute, MemoryRecord
 from tests.support import at
 
 FACT_URL = "/facts/?project=project-a&subject=task-proposal-017&predicate=submission_deadline"
-PRICE = {"project_id": "project-a", "subject_id": "product-x", "predicate": "unit_price"}
+PRICE: dict[str, Any] = {"project_id": "project-a", "subject_id": "product-x", "predicate": "unit_price"}
 
 
 def signed_in(principal) -> Client:
@@ -283,7 +285,8 @@ def test_an_owner_resolves_the_dispute_from_the_queue(owner, agent, price_disput
         f"/disputes/{price_dispute.public_id}/resolve/", {"winner": winner, "reason": "binding"}, follow=True
     )
     assert "resolved" in done.content.decode()
-    assert Dispute.objects.get(pk=price_dispute.pk).winner.memory_id == winner
+    chosen = Dispute.objects.get(pk=price_dispute.pk).winner
+    assert chosen is not None and chosen.memory_id == winner
     assert MemoryRecord.objects.get(memory_id=winner).status == "accepted"
 
 

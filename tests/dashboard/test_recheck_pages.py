@@ -41,7 +41,7 @@ def test_an_admin_creates_a_policy_in_the_editor(admin):
     policy = FieldPolicy.objects.get(predicate="send_permission")
     assert policy.authorized_issuers == ["ada", "olivia"]
     assert policy.recheck_interval == timedelta(hours=6)
-    assert policy.canonical_source["url_template"] == "http://127.0.0.1:9/{subject_id}"
+    assert (policy.canonical_source or {})["url_template"] == "http://127.0.0.1:9/{subject_id}"
     assert AuditEvent.objects.filter(action="policy.created").exists()
 
 

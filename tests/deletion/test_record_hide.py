@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
@@ -139,7 +140,7 @@ def test_no_cache_entry_is_filled_from_a_hidden_record(agent, compliance, facts)
     key = caches.fact_key(agent.tenant_id, PROJECT, "p-1", head.predicate)
     delete(compliance, {"subject_id": "p-1"})
     caches.store(agent.tenant_id, key, "an answer", [head], ttl=60)
-    assert caches.cache.get(key) is None and not CacheEntry.objects.filter(key=key).exists()
+    assert cache.get(key) is None and not CacheEntry.objects.filter(key=key).exists()
 
 
 def test_the_overview_counts_hidden_records_as_deleted_and_the_purge_moves_nothing_twice(agent, compliance, facts):

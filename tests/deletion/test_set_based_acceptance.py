@@ -5,6 +5,7 @@ find them when the purge starts, all before any store purges."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.core.cache import cache
@@ -52,7 +53,7 @@ def assertion(
     )
 
 
-def fact(agent, subject: str, predicate: str, value: str, revision: str = "1", expected: int | None = None):
+def fact(agent, subject: str, predicate: str, value: Any, revision: str = "1", expected: int | None = None):
     return assert_fact(agent, assertion(subject, predicate, value, revision, expected)).record
 
 
@@ -65,10 +66,10 @@ def person(agent, subject: str, facts: int) -> list[MemoryRecord]:
     return made
 
 
-def with_dependants(agent, other_agent, records: list[MemoryRecord]) -> dict[str, object]:
+def with_dependants(agent, other_agent, records: list[MemoryRecord]) -> dict[str, list[Any]]:
     """A summary, a scheduled action, a loaded context and a cache entry on each current record."""
     heads = list(MemoryRecord.objects.filter(pk__in=[r.pk for r in records], is_head=True).order_by("id"))
-    made: dict[str, list[object]] = {"summaries": [], "actions": [], "loads": [], "keys": []}
+    made: dict[str, list[Any]] = {"summaries": [], "actions": [], "loads": [], "keys": []}
     for r in heads:
         base = [BaseRef(r.memory_id, r.revision)]
         made["summaries"].append(lineage.create_summary(agent, project_id=PROJECT, text="about it", bases=base))
@@ -330,7 +331,7 @@ def test_memory_ids_and_predicate_scopes_hide_only_what_they_name(agent, complia
     two = person(agent, "p-2", 2)
     if kind == "memory_ids":
         named = [one[0], one[1], two[2]]
-        scope = {"memory_ids": [r.memory_id for r in named]}
+        scope: dict[str, Any] = {"memory_ids": [r.memory_id for r in named]}
     else:
         named = [r for r in one + two if r.predicate == "field_1"]
         scope = {"predicate": "field_1"}
@@ -450,6 +451,7 @@ def test_the_records_purge_deletes_what_the_collector_would_and_keeps_the_rest(a
     )
     dispute.candidates.set([records[1], kept[1]])
     request = request_deletion(compliance, project_id=PROJECT, scope={"subject_id": "p-1"}, reason="Erasure")
+    assert isinstance(request, DeletionRequest)
     ids = [r.pk for r in records]
     row = request.stores.get(store="records")
     purge_store.apply(args=[row.pk])

@@ -108,9 +108,9 @@ def test_search_through_the_index_keeps_the_filters_and_exact_scores(index: Vect
         ann = index.search_vector(vector, tenant_id=1, project_id="alpha", k=10, nprobes=4, refine_factor=10)
         exact = index.search_vector(vector, tenant_id=1, project_id="alpha", k=10, exact=True)
         assert [round(h.score, 4) for h in ann] == [round(h.score, 4) for h in exact]
-        by_id = {e.object_id: e for e in index.find(tenant_id=1, object_ids=[h.object_id for h in ann])}
+        entries = {e.object_id: e for e in index.find(tenant_id=1, object_ids=[h.object_id for h in ann])}
         for hit in ann:
-            stored = index.embedder.embed([by_id[hit.object_id].text])[0]
+            stored = index.embedder.embed([entries[hit.object_id].text])[0]
             assert hit.score == pytest.approx(float(np.dot(vector, stored)), abs=1e-4)
 
 

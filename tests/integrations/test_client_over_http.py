@@ -42,7 +42,11 @@ from tests.support.client import Personas
 pytestmark = pytest.mark.django_db(transaction=True)
 
 PROJECT = "project-a"
-DEADLINE = {"project_id": PROJECT, "subject_id": "task-proposal-017", "predicate": "submission_deadline"}
+DEADLINE: dict[str, Any] = {
+    "project_id": PROJECT,
+    "subject_id": "task-proposal-017",
+    "predicate": "submission_deadline",
+}
 REF = "task-system:project-a/task-proposal-017"
 
 
@@ -156,7 +160,7 @@ def test_every_method_of_the_sync_client_over_http(personas: Personas) -> None:
     attempt = agent.report_recheck(second["memory_id"], "source_unavailable", error="timeout")
     assert attempt["outcome"] == "source_unavailable" and attempt["memory_id"] == second["memory_id"]
 
-    room = {"project_id": PROJECT, "subject_id": "sato", "predicate": "meeting_room"}
+    room: dict[str, Any] = {"project_id": PROJECT, "subject_id": "sato", "predicate": "meeting_room"}
     said = now() - timedelta(hours=1)  # two equal-rank sources, the same instant: nothing orders them
     other = agent.assert_fact(**room, value="Room 3", valid_from=said, source_ref="chat:1", source_revision="1")
     rival = personas.client("agent-9").assert_fact(
@@ -582,7 +586,7 @@ SCHEMA_NAMES: dict[str, type] = {
 
 
 def test_the_typed_results_name_the_fields_of_the_live_schema(personas: Personas, agent_client: Client) -> None:
-    schema = agent_client.send(Call("GET", "schema/", {"format": "json"}))
+    schema: dict[str, Any] = agent_client.send(Call("GET", "schema/", {"format": "json"}))
     components = schema["components"]["schemas"]
     for name, typed in SCHEMA_NAMES.items():
         hints = typing.get_type_hints(typed)

@@ -49,9 +49,9 @@ class State(TypedDict, total=False):
 
 
 def remember(state: State, runtime: Runtime) -> dict[str, Any]:
-    if state.get("write"):
+    if write := state.get("write"):
         assert runtime.store is not None
-        runtime.store.put(NS, KEY, state["write"])
+        runtime.store.put(NS, KEY, write)
     return {}
 
 

@@ -87,7 +87,7 @@ def test_it_lists_the_tools_and_remembers_then_recalls_over_http(live_server, ag
     assert data(conflict)["current"]["revision"] == 1 and "expected_revision" in data(conflict)["next_step"]
     # Every call is audited with the agent as actor (the tool and its outcome, never the arguments).
     calls = AuditEvent.objects.filter(action=Action.MCP_TOOL_CALLED, actor=agent).order_by("id")
-    assert [(e.object_id, e.after["outcome"]) for e in calls] == [
+    assert [(e.object_id, (e.after or {})["outcome"]) for e in calls] == [
         ("remember", "ok"),
         ("recall", "ok"),
         ("remember", "expected_revision_required"),
@@ -325,7 +325,7 @@ def test_stdio_lists_tools_and_remembers_then_recalls(agent):
     assert data(remembered)["outcome"] == "created"
     assert data(recalled)["value"] == "2026-10-30T17:00+09:00"
     calls = AuditEvent.objects.filter(action=Action.MCP_TOOL_CALLED, actor=agent)
-    assert {(e.object_id, e.after["transport"]) for e in calls} == {("remember", "stdio"), ("recall", "stdio")}
+    assert {(e.object_id, (e.after or {})["transport"]) for e in calls} == {("remember", "stdio"), ("recall", "stdio")}
 
 
 @pytest.mark.django_db(transaction=True)

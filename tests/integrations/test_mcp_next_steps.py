@@ -40,7 +40,7 @@ def _disputed(agent: Principal) -> None:
 
 def _only_the_task_system_may_write(agent: Principal) -> None:
     FieldPolicy.objects.create(
-        tenant_id=agent.tenant_id, predicate=DEADLINE["predicate"], authorized_issuers=["task-system"]
+        tenant_id=agent.tenant_pk, predicate=DEADLINE["predicate"], authorized_issuers=["task-system"]
     )
 
 

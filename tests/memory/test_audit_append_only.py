@@ -10,6 +10,7 @@ from memory_admin.memory.models import AuditEvent
 
 def test_every_domain_change_writes_an_audit_event_with_actor_and_before_after(moved_deadline):
     superseded = AuditEvent.objects.get(action="record.superseded")
+    assert superseded.before is not None and superseded.after is not None
     assert superseded.actor_name == "agent-7"
     assert superseded.before["status"] == "accepted"
     assert superseded.after["status"] == "superseded"
@@ -18,6 +19,7 @@ def test_every_domain_change_writes_an_audit_event_with_actor_and_before_after(m
 
 def test_the_model_refuses_to_update_or_delete_audit_events(moved_deadline):
     event = AuditEvent.objects.first()
+    assert event is not None
     event.reason = "rewritten"
     with pytest.raises(PermissionError):
         event.save()
@@ -32,6 +34,7 @@ def test_the_model_refuses_to_update_or_delete_audit_events(moved_deadline):
 @pytest.mark.postgres_only(reason="the trigger that refuses SQL updates and deletes of audit events (migration 0002)")
 def test_postgres_refuses_sql_updates_and_deletes_of_audit_events(moved_deadline):
     event = AuditEvent.objects.first()
+    assert event is not None
     for sql in (
         "UPDATE memory_auditevent SET reason = 'x' WHERE id = %s",
         "DELETE FROM memory_auditevent WHERE id = %s",

@@ -48,7 +48,9 @@ SCRIPT = [awkward(f"s{n}", n) for n in range(len(AWKWARD))] + [
 
 
 def _rows(tenant_id: int) -> list[tuple[Any, ...]]:
-    revision = dict(MemoryRecord.all_objects.filter(tenant_id=tenant_id).values_list("pk", "revision"))
+    revision: dict[int | None, int] = dict(
+        MemoryRecord.all_objects.filter(tenant_id=tenant_id).values_list("pk", "revision")
+    )
     fields = [
         f.attname
         for f in MemoryRecord._meta.concrete_fields
@@ -95,14 +97,14 @@ def test_a_batch_stores_every_column_and_audit_event_as_assert_fact_does(db):
     now = at(10, 25)
     with tenant_context(one.tenant_id):
         expected = [assert_fact(one, a, now=now).outcome.value for a in SCRIPT]
-        one_rows, one_events = _rows(one.tenant_id), _events(one.tenant_id)
+        one_rows, one_events = _rows(one.tenant_pk), _events(one.tenant_pk)
     with tenant_context(many.tenant_id):
         half = len(SCRIPT) // 2
         first = assert_facts(many, SCRIPT[:half], now=now)
         second = assert_facts(many, SCRIPT[half:], now=now)
         got = [item.outcome for item in first.items + second.items]
-        many_rows, many_events = _rows(many.tenant_id), _events(many.tenant_id)
-        stored = MemoryRecord.all_objects.filter(tenant_id=many.tenant_id, subject_id="s3", revision=1).get()
+        many_rows, many_events = _rows(many.tenant_pk), _events(many.tenant_pk)
+        stored = MemoryRecord.all_objects.filter(tenant_id=many.tenant_pk, subject_id="s3", revision=1).get()
     assert got == expected and "history" in got and got.count("created") == len(SCRIPT) - 1
     assert many_rows == one_rows
     assert many_events == one_events

@@ -149,7 +149,8 @@ def test_the_policy_read_before_acting_is_the_projects_own_else_the_tenant_wide_
     now = timezone.now()
     assert_fact(agent, deadline("2026-11-02", "r18", now - timedelta(hours=2)), verified_at=now - timedelta(hours=1))
     key = (DEADLINE["project_id"], DEADLINE["subject_id"], DEADLINE["predicate"])
-    assert rechecks.recheck_before_action(agent, *key, purpose="action").policy == blocking_policy
+    blocked = rechecks.recheck_before_action(agent, *key, purpose="action")
+    assert blocked is not None and blocked.policy == blocking_policy
     project = Project.objects.get(tenant=agent.tenant, key=DEADLINE["project_id"])
     own = FieldPolicy.objects.create(
         tenant=agent.tenant,
@@ -158,6 +159,7 @@ def test_the_policy_read_before_acting_is_the_projects_own_else_the_tenant_wide_
         on_failure=FieldPolicy.OnFailure.ANSWER_WITH_CAVEAT,
     )
     checked = rechecks.recheck_before_action(agent, *key, purpose="action")
+    assert checked is not None and checked.policy is not None and checked.policy.project is not None
     assert checked.policy == own and checked.policy.on_failure == FieldPolicy.OnFailure.ANSWER_WITH_CAVEAT
     with django_assert_num_queries(0):
         assert (checked.policy.project.key, checked.policy.project.name) == (project.key, project.name)
@@ -165,5 +167,7 @@ def test_the_policy_read_before_acting_is_the_projects_own_else_the_tenant_wide_
     other = Project.objects.create(tenant=agent.tenant, key="project-b")
     assert policy_for(agent.tenant_pk, other.key, DEADLINE["predicate"]) == blocking_policy
     assert policy_for(agent.tenant_pk, other.key, "another_field") is None
-    assert policy_for(agent.tenant_pk, project.key, DEADLINE["predicate"]).recheck_interval is None
-    assert policy_for(agent.tenant_pk, other.key, DEADLINE["predicate"]).recheck_interval == timedelta(days=1)
+    own_policy = policy_for(agent.tenant_pk, project.key, DEADLINE["predicate"])
+    assert own_policy is not None and own_policy.recheck_interval is None
+    other_policy = policy_for(agent.tenant_pk, other.key, DEADLINE["predicate"])
+    assert other_policy is not None and other_policy.recheck_interval == timedelta(days=1)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from memory_admin.memory.actions import Assertion, assert_fact
 from memory_admin.memory.models import AuditEvent, Dispute, MemoryRecord
 from tests.support import DEADLINE, at, deadline
 
-PRICE = {"project_id": "project-a", "subject_id": "product-x", "predicate": "unit_price"}
+PRICE: dict[str, Any] = {"project_id": "project-a", "subject_id": "product-x", "predicate": "unit_price"}
 
 
 @pytest.fixture
@@ -149,7 +151,7 @@ def test_an_owner_excludes_a_record_and_agents_no_longer_get_it(api, owner, agen
     assert response.json()["status"] == "excluded"
     assert api(agent).get("/api/v1/facts/current/", DEADLINE).status_code == 404
     event = AuditEvent.objects.get(action="record.excluded")
-    assert event.reason == "Wrong task" and event.before["status"] == "accepted"
+    assert event.reason == "Wrong task" and (event.before or {})["status"] == "accepted"
 
 
 def test_excluding_needs_a_reason(api, owner, moved_deadline):

@@ -26,7 +26,7 @@ from memory_admin.memory.batch import assert_facts
 from memory_admin.memory.models import MemoryRecord
 from tests.support import DEADLINE, at, body, deadline
 
-LIMIT = {"project_id": "project-a", "subject_id": "expense-policy", "predicate": "approval_limit"}
+LIMIT: dict[str, Any] = {"project_id": "project-a", "subject_id": "expense-policy", "predicate": "approval_limit"}
 
 
 def limit(value: int, revision: str, valid_from: datetime, **kwargs: Any) -> Assertion:

@@ -16,9 +16,11 @@ import os
 import subprocess
 import sys
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.db import connection
+from django.db.models import Field
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -264,7 +266,7 @@ def test_a_read_that_cannot_be_prepared_answers_through_its_queryset(agent, move
     def build(tenant, subject):
         return MemoryRecord.objects.filter(tenant_id=tenant, subject_id=DEADLINE["subject_id"]).order_by("-revision")
 
-    fields = {"tenant": MemoryRecord._meta.get_field("tenant"), "subject": MemoryRecord._meta.get_field("subject_id")}
+    fields: dict[str, Field[Any, Any]] = {"tenant": MemoryRecord.tenant.field, "subject": MemoryRecord.subject_id.field}
     unprepared = PreparedRead(MemoryRecord, build, {"tenant": -5, "subject": "<unused>"}, fields)
     with pytest.raises(ValueError, match="subject"):
         unprepared.template(connection.alias)

@@ -139,7 +139,7 @@ def test_on_a_fetched_field_only_the_server_or_a_named_reporter_verifies(api, ag
     assert claimed.json()["outcome"] == "not_checked"
     assert "the server fetches it itself" in claimed.json()["error"]
     assert MemoryRecord.objects.get(pk=record.pk).last_verified_at == record.last_verified_at
-    policy.canonical_source = {**policy.canonical_source, "reporters": [other_agent.name]}
+    policy.canonical_source = {**(policy.canonical_source or {}), "reporters": [other_agent.name]}
     policy.save()
     named = api(other_agent).post(url, {"outcome": "verified_unchanged"}, format="json")
     assert named.json()["outcome"] == "verified_unchanged"

@@ -49,7 +49,7 @@ def test_an_unchanged_value_is_verified_and_its_recheck_moves(verified_record, s
     attempt = recheck_now(verified_record, trigger="sweep")
     assert attempt.outcome == Result.VERIFIED_UNCHANGED
     record = reload(verified_record)
-    assert record.last_verified_at >= before
+    assert record.last_verified_at is not None and record.last_verified_at >= before
     assert record.recheck_after == record.last_verified_at + timedelta(days=1)
     assert attempt.source_revision == "r18" and attempt.observed_value == "2026-11-02T17:00+09:00"
 
@@ -59,6 +59,7 @@ def test_a_changed_value_supersedes_through_assert_fact_as_the_canonical_source(
     attempt = recheck_now(verified_record, trigger="sweep")
     assert attempt.outcome == Result.VERIFIED_CHANGED
     old, new = reload(verified_record), attempt.new_record
+    assert new is not None
     assert old.status == "superseded" and old.superseded_by_id == new.pk
     assert new.value == "2026-11-05T17:00+09:00" and new.status == "accepted"
     assert new.issuer.name == "canonical-source"

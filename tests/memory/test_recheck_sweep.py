@@ -123,7 +123,8 @@ def test_the_worker_rechecks_each_outcome_end_to_end(agent, policy_for_source, m
         return MemoryRecord.objects.get(pk=record.pk)
 
     assert outcomes(unchanged) == ["verified_unchanged"]
-    assert fresh(unchanged).last_verified_at > unchanged.last_verified_at
+    verified_before, verified_now = unchanged.last_verified_at, fresh(unchanged).last_verified_at
+    assert verified_before is not None and verified_now is not None and verified_now > verified_before
     assert outcomes(changed) == ["verified_changed"]
     assert fresh(changed).status == "superseded"
     assert MemoryRecord.objects.get(subject_id=changed.subject_id, is_head=True).value == "2026-12-24"

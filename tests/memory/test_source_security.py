@@ -142,7 +142,7 @@ def test_changing_a_policy_to_a_server_secret_is_refused_and_changes_nothing(api
     response = api(admin).patch(url, {"canonical_source": bad["canonical_source"]}, format="json")
     assert response.status_code == 400
     assert "auth_secret_env" in " ".join(response.json()["errors"]["canonical_source"])
-    assert "auth_secret_env" not in FieldPolicy.objects.get().canonical_source
+    assert "auth_secret_env" not in (FieldPolicy.objects.get().canonical_source or {})
 
 
 def test_the_operator_decides_which_secret_variables_policies_may_name(api, admin, settings, bind_secret):
@@ -258,6 +258,7 @@ def test_a_stored_policy_whose_built_url_leaves_the_prefix_never_sends_the_secre
     with serving(echo) as (base_url, seen):
         bind_secret("SOURCE_SECRET_TEST", base_url + "/tasks/")
         policy = make_policy(admin, base_url, auth_header="X-Api-Key", auth_secret_env="SOURCE_SECRET_TEST")
+        assert policy.canonical_source is not None
         policy.canonical_source["url_template"] = base_url + "/tasks/{subject_id}/info"
         policy.save()
         outside = api(admin).post(
@@ -392,6 +393,7 @@ def test_a_stored_template_with_a_format_spec_is_refused_at_fetch_without_buildi
     """A policy saved before the rule (written past validation) is checked again before any URL is built."""
     base_url, _ = source
     policy = make_policy(admin, base_url)
+    assert policy.canonical_source is not None
     policy.canonical_source["url_template"] = base_url + "/tasks/{subject_id:>30000000}"
     policy.save()
     answer = try_source(api, admin, policy)
@@ -406,6 +408,7 @@ def test_a_url_longer_than_the_cap_is_refused_before_connecting(api, admin):
 
     with serving(echo) as (base_url, seen):
         policy = make_policy(admin, base_url)
+        assert policy.canonical_source is not None
         policy.canonical_source["url_template"] = base_url + "/" + "{subject_id}" * 150
         policy.save()
         response = api(admin).post(

@@ -36,7 +36,7 @@ import uuid
 from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from langgraph.store.base import (
     BaseStore,
@@ -64,7 +64,9 @@ GOVERNANCE_KEY = "_governance"
 DELETE_REASON = "Deleted through the LangGraph store; kept as history."
 _MAX_K = 100  # the API's largest k
 
-Plan = Generator[Call[Any], Any, Any]
+_R = TypeVar("_R")
+# A plan yields the calls it needs, is sent their answers, and returns its result (an _R).
+Plan = Generator[Call[Any], Any, _R]
 
 
 @dataclass(frozen=True)
@@ -196,7 +198,7 @@ class GovernedStore(BaseStore):
 
     # --- Drivers: the same plans over the sync and the async client ---------------------------------
 
-    def _drive(self, plan: Plan) -> Any:
+    def _drive(self, plan: Plan[_R]) -> _R:
         try:
             call = next(plan)
             while True:
@@ -207,9 +209,10 @@ class GovernedStore(BaseStore):
                 else:
                     call = plan.send(answer)
         except StopIteration as done:
-            return done.value
+            result: _R = done.value  # what the plan returned
+            return result
 
-    async def _adrive(self, plan: Plan) -> Any:
+    async def _adrive(self, plan: Plan[_R]) -> _R:
         client = self._aclient()
         try:
             call = next(plan)
@@ -221,7 +224,8 @@ class GovernedStore(BaseStore):
                 else:
                     call = plan.send(answer)
         except StopIteration as done:
-            return done.value
+            result: _R = done.value  # what the plan returned
+            return result
 
     def _aclient(self) -> AsyncClient:
         # An httpx.AsyncClient's connections belong to the event loop that opened them: one client per loop.
@@ -233,7 +237,7 @@ class GovernedStore(BaseStore):
 
     # --- Plans -------------------------------------------------------------------------------------
 
-    def _batch_plan(self, ops: list[Op]) -> Plan:
+    def _batch_plan(self, ops: list[Op]) -> Plan[list[Result]]:
         loaded = _Loaded()
         results: list[Result] = []
         for op in ops:
@@ -258,7 +262,7 @@ class GovernedStore(BaseStore):
             self.agent_id = self.agent_id or load["agent_id"]
         return results
 
-    def _fact_plan(self, subject: str, predicate: str, *, register: bool = False) -> Plan:
+    def _fact_plan(self, subject: str, predicate: str, *, register: bool = False) -> Plan[Any]:
         """The current fact, or None when nothing may be used (never recorded, expired, excluded, deleted).
         With `register`, the server registers what it returns as a context load in the same call."""
         try:
@@ -284,7 +288,7 @@ class GovernedStore(BaseStore):
             self.agent_id = load["agent_id"]
         return True
 
-    def _get_plan(self, op: GetOp, loaded: _Loaded) -> Plan:
+    def _get_plan(self, op: GetOp, loaded: _Loaded) -> Plan[Any]:
         subject = self.mapping.subject_of(op.namespace)
         fact = yield from self._fact_plan(subject, op.key, register=True)
         if fact is None:
@@ -327,7 +331,7 @@ class GovernedStore(BaseStore):
         when = _parse_time(fact["valid_from"] or (fact["candidates"][0]["valid_from"] if fact["candidates"] else None))
         return cls(namespace=namespace, key=key, value=value, created_at=when, updated_at=when, **extra)
 
-    def _put_plan(self, op: PutOp) -> Plan:
+    def _put_plan(self, op: PutOp) -> Plan[Any]:
         subject = self.mapping.subject_of(op.namespace)
         key = (subject, op.key)
         with self._lock:
@@ -389,7 +393,7 @@ class GovernedStore(BaseStore):
                 f"; dispute {outcome.dispute_id} awaits an owner" if outcome.dispute_id else "",
             )
 
-    def _delete_plan(self, op: PutOp, subject: str, seen: tuple[str, int] | None) -> Plan:
+    def _delete_plan(self, op: PutOp, subject: str, seen: tuple[str, int] | None) -> Plan[Any]:
         """LangGraph's delete: expire the record this store read (or the current one), kept as history."""
         if seen is None:
             fact = yield from self._fact_plan(subject, op.key)
@@ -413,7 +417,7 @@ class GovernedStore(BaseStore):
             self._seen[(subject, op.key)] = (record["memory_id"], record["revision"])
             self.outcomes.append(PutOutcome(op.namespace, op.key, "expired", record["memory_id"], record["revision"]))
 
-    def _search_plan(self, op: SearchOp, loaded: _Loaded) -> Plan:
+    def _search_plan(self, op: SearchOp, loaded: _Loaded) -> Plan[Any]:
         wanted = self.mapping.subject_filter(op.namespace_prefix)
         needed = op.offset + op.limit
         # (subject, predicate, score, the hit's governance facts if the search carried them), best first
@@ -476,7 +480,7 @@ class GovernedStore(BaseStore):
             items.append(item)
         return items
 
-    def _list_namespaces_plan(self, op: ListNamespacesOp) -> Plan:
+    def _list_namespaces_plan(self, op: ListNamespacesOp) -> Plan[Any]:
         seen: dict[tuple[str, ...], None] = {}
         page_call: Call[Any] | None = _calls.records(
             project_id=self.mapping.project_id, status="accepted", valid_at=_now(), page_size=200
@@ -493,7 +497,7 @@ class GovernedStore(BaseStore):
             page_call = next_page(page_call, page)
         return list(seen)[op.offset : op.offset + op.limit]
 
-    def _notices_plan(self, all_sessions: bool) -> Plan:
+    def _notices_plan(self, all_sessions: bool) -> Plan[list[Invalidation]]:
         if self.agent_id is None:
             return []  # nothing was loaded through this store yet
         notices: list[Invalidation] = yield _calls.notices(self.agent_id)
@@ -501,7 +505,7 @@ class GovernedStore(BaseStore):
             notices = [n for n in notices if n["session_id"] == self.session_id]
         return notices
 
-    def _ack_plan(self, notice_id: str) -> Plan:
+    def _ack_plan(self, notice_id: str) -> Plan[Invalidation]:
         if self.agent_id is None:
             raise ValueError("This store has loaded nothing yet, so it has no notices; pass agent_id=... to ack.")
         notice: Invalidation = yield _calls.ack(self.agent_id, notice_id)
