@@ -125,5 +125,6 @@ def test_events_collected_into_a_list_are_left_for_the_caller_to_write(agent, ow
         assert AuditEvent.objects.count() == events
         audit.record_events(collected, tenant=record.tenant_id, at=at(10, 21))
     (event,) = collected
+    assert event.before is not None and event.after is not None
     assert (event.before["status"], event.after["status"]) == ("accepted", "excluded")
     assert AuditEvent.objects.filter(action=audit.Action.RECORD_EXCLUDED, object_id=record.memory_id).count() == 1
