@@ -199,6 +199,15 @@ def register(target: type[Target]) -> type[Target]:
     return target
 
 
+def unregister(name: str) -> None:
+    """Remove a plug-in's target (a built-in stays); `rediscover()` does it for every entry point's."""
+    with _lock:
+        held = TARGETS.get(name)
+        if held is not None and not _is_builtin(held):
+            TARGETS.unregister(name)
+            ORIGINS.pop(name, None)
+
+
 def _plugin_targets(entry_point: EntryPoint) -> list[type[Target]]:
     """What an entry point names: a Target subclass, or a module that registers targets when imported."""
     loaded = entry_point.load()
@@ -245,8 +254,7 @@ def rediscover() -> Registry[type[Target]]:
     """Forget the plug-ins and read the entry points again (after installing or removing one)."""
     with _lock:
         for name in [n for n, t in TARGETS.items() if not _is_builtin(t)]:
-            TARGETS.unregister(name)
-            ORIGINS.pop(name, None)
+            unregister(name)
         _PROBLEMS.clear()
         _loaded["plugins"] = False
     return discover()
