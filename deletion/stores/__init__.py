@@ -86,7 +86,7 @@ STORES: Registry[Store] = Registry("deletion store", key=lambda store: store.nam
 
 def registered() -> dict[str, Store]:
     """Every store by name, in the order they run and are reported."""
-    return dict(STORES)
+    return dict(STORES.items())
 
 
 def get(name: str) -> Store:

@@ -16,7 +16,7 @@ order); it knows no plug-in and imports nothing from the project.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, ItemsView, Iterator, Mapping, ValuesView
 from contextlib import contextmanager
 
 
@@ -163,6 +163,16 @@ class Registry[V](Mapping[str, V]):
     def __len__(self) -> int:
         self._load()
         return len(self._items)
+
+    # A snapshot, not Mapping's views (a lookup per item): propagation reads its steps on every write that ends
+    # a belief, and a registration while a caller iterates must not disturb it.
+    def values(self) -> ValuesView[V]:
+        self._load()
+        return dict(self._items).values()
+
+    def items(self) -> ItemsView[str, V]:
+        self._load()
+        return dict(self._items).items()
 
     def __repr__(self) -> str:
         return f"<Registry of {self.kind}s: {', '.join(self._items) or 'none loaded'}>"
