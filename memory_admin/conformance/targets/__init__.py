@@ -4,10 +4,10 @@ A target turns a case's history into its own store (`session(case, source, sourc
 agent's questions the way that setup answers an agent (`Session.read_fact` etc.). `TARGETS` is the registry: the
 built-in targets are listed in `_builtins` below, one line each, in the order the table and the page show them
 (this system first, then the baselines); anyone else's memory system is one module of their own package, named
-in the entry-point group `memory_governance.conformance_targets` (README, "Conformance suite": "Add your memory
-system"), and registered into the same registry after the built-ins. The command and the page list the
-registry. A broken entry point (it does not import, names no `Target`, or claims a name already taken) is
-skipped and kept in `problems()`, with its reason, for the command and the page to show.
+in the entry-point group `memory_governance.conformance_targets` (docs/conformance.md "Add your memory system"),
+and registered into the same registry after the built-ins. The command and the page list the registry. A broken
+entry point (it does not import, names no `Target`, or claims a name already taken) is skipped and kept in
+`problems()`, with its reason, for the command and the page to show.
 """
 
 from __future__ import annotations
