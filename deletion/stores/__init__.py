@@ -1,14 +1,14 @@
 """One adapter per store a deletion must reach, one module per store, behind one interface (base.py).
 
-Adding a store is adding a module here whose class is decorated with `@register`: this package imports
-every module it holds, so no list of stores exists anywhere.
+`STORES` is the registry: the built-ins are listed in `_builtins` below, one line per store, in the order a
+request runs them and its report lists them. Adding a store is adding its module here and one line there
+(another app registers its own with `STORES.register(TheirStore())` in its `AppConfig.ready()`, after these).
+The service, the tasks and the restore know no store by name: they read the registry.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
+from deletion.models import StoreProgress
 from deletion.stores.base import (
     NOTICE_REASON,
     PENDING_TARGETS,
@@ -20,20 +20,17 @@ from deletion.stores.base import (
     ScopeRecord,
     Store,
     Verification,
-    get,
     job_for,
-    register,
-    registered,
-    replayed,
     scope_records,
-    unregister,
 )
+from memory_admin.lib.registry import Registry
 
 __all__ = [
     "NOTICE_REASON",
     "PENDING_TARGETS",
     "REDACTION",
     "SCOPE_FIELDS",
+    "STORES",
     "Found",
     "Job",
     "Scope",
@@ -42,19 +39,61 @@ __all__ = [
     "Verification",
     "get",
     "job_for",
-    "register",
     "registered",
     "replayed",
     "scope_records",
-    "unregister",
 ]
 
 
-def _import_store_modules() -> None:
-    # Like Django's autodiscover_modules: the registry learns the stores from the modules themselves.
-    for module in pkgutil.iter_modules(__path__):
-        if not module.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{module.name}")
+def _builtins(stores: Registry[Store]) -> None:
+    """The product's stores, in the order they run and are reported."""
+    from deletion.stores import (
+        backups,
+        caches,
+        contexts,
+        disputes,
+        embeddings,
+        exports,
+        logs,
+        records,
+        scheduled_actions,
+        summaries,
+    )
+
+    stores.register(records.RecordsStore())
+    stores.register(logs.LogsStore())
+    stores.register(embeddings.EmbeddingsStore())
+    stores.register(summaries.SummariesStore())
+    stores.register(scheduled_actions.ScheduledActionsStore())
+    stores.register(caches.CachesStore())
+    stores.register(exports.ExportsStore())
+    stores.register(contexts.ContextsStore())
+    stores.register(disputes.DisputesStore())
+    stores.register(backups.BackupsStore())
 
 
-_import_store_modules()
+def _check(store: Store) -> None:
+    """A store's name is the store row's column: at most its length."""
+    if not isinstance(store, Store):
+        raise ValueError(f"{store!r} is not a deletion store (an instance of deletion.stores.Store).")
+    max_length = StoreProgress._meta.get_field("store").max_length or 0
+    if len(store.name) > max_length:
+        raise ValueError(f"A store's name must have 1 to {max_length} characters, not {store.name!r}.")
+
+
+STORES: Registry[Store] = Registry("deletion store", key=lambda store: store.name, builtins=_builtins, check=_check)
+
+
+def registered() -> dict[str, Store]:
+    """Every store by name, in the order they run and are reported."""
+    return dict(STORES.items())
+
+
+def get(name: str) -> Store:
+    """The store with this name (`NotRegistered`, a LookupError, names the ones there are)."""
+    return STORES[name]
+
+
+def replayed() -> dict[str, Store]:
+    """The stores a restore's replay purges again, in their order."""
+    return {name: store for name, store in STORES.items() if store.replayed}

@@ -7,15 +7,14 @@ from pathlib import Path
 from django.utils import timezone
 
 from deletion.models import Backup
-from deletion.stores.base import Found, Job, Scope, Store, Verification, register
+from deletion.stores.base import Found, Job, Scope, Store, Verification
 
 
-@register
 class BackupsStore(Store):
     """The backup catalogue: nothing is purged here; it gives stage 4."""
 
     name = "backups"
-    position = 100
+    label = "Backups"
 
     def find(self, scope: Scope) -> Found:
         backups = list(Backup.objects.filter(expires_at__gt=timezone.now()).order_by("taken_at"))

@@ -1,4 +1,4 @@
-"""The interface every deletion store implements, the plain values it takes, and the registry.
+"""The interface every deletion store implements and the plain values it takes (the registry: `STORES`).
 
 Stage 2 (acceptance, one transaction, kept short): a store hides its part set-based with `hide_scope`
 (statements on the scope's tenant, project and subject or predicate, never a list of ids), or, if it
@@ -160,14 +160,14 @@ def job_for(progress: StoreProgress) -> Job:
 
 class Store:
     """A store a deletion must reach. Subclasses set `name` (at most 20 characters: the store row's
-    column), `position` (where it runs and is reported among the stores) and `replayed` (whether a
-    restore's replay purges it again), and register themselves with `@register`.
+    column), `label` (how the deletion page names it) and `replayed` (whether a restore's replay purges it again); one line in `STORES`'s built-ins
+    (deletion/stores/__init__.py) registers one, and where it is listed is where it runs and is reported.
 
     At acceptance a store hides its part with `hide_scope` (set-based), or with `find` then `hide` when it
     overrides `hide`; otherwise its `find` waits for the purge (see the module's docstring)."""
 
     name: ClassVar[str]
-    position: ClassVar[int]
+    label: ClassVar[str] = ""
     replayed: ClassVar[bool] = False
 
     def find(self, scope: Scope) -> Found:
@@ -193,47 +193,3 @@ class Store:
 
     def verify(self, job: Job) -> Verification:
         raise NotImplementedError
-
-
-# The registry knows no store: each module of this package registers its own, and the package imports
-# every module it holds (deletion/stores/__init__.py).
-_registry: dict[str, Store] = {}
-
-
-def register[S: type[Store]](cls: S) -> S:
-    """Class decorator: one instance of the store joins every deletion from now on."""
-    name = cls.name
-    max_length = StoreProgress._meta.get_field("store").max_length or 0
-    if not name or len(name) > max_length:
-        raise ValueError(f"A store's name must have 1 to {max_length} characters, not {name!r}.")
-    existing = _registry.get(name)
-    if existing is not None and _path(type(existing)) != _path(cls):  # the same class imported again is fine
-        raise ValueError(f"Two stores are named {name!r}: {_path(type(existing))} and {_path(cls)}.")
-    _registry[name] = cls()
-    return cls
-
-
-def _path(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
-def unregister(name: str) -> None:
-    _registry.pop(name, None)
-
-
-def registered() -> dict[str, Store]:
-    """Every store by name, in the order they run and are reported (their position)."""
-    ordered = sorted(_registry.values(), key=lambda s: (s.position, s.name))
-    return {s.name: s for s in ordered}
-
-
-def get(name: str) -> Store:
-    try:
-        return _registry[name]
-    except KeyError:
-        raise LookupError(f"No deletion store {name!r} is registered.") from None
-
-
-def replayed() -> dict[str, Store]:
-    """The stores a restore's replay purges again, in their order."""
-    return {name: store for name, store in registered().items() if store.replayed}

@@ -7,7 +7,7 @@ from datetime import datetime
 from django.core.cache import cache
 from django.db import transaction
 
-from deletion.stores.base import Found, Job, Scope, Store, Verification, register
+from deletion.stores.base import Found, Job, Scope, Store, Verification
 from memory_admin.derived.caches import fact_key
 from memory_admin.derived.models import CacheEntry
 from memory_admin.lib import rows
@@ -19,13 +19,12 @@ def _fact_keys(scope: Scope) -> set[str]:
     return {fact_key(scope.tenant_id, scope.project_key, subject, predicate) for subject, predicate in facts}
 
 
-@register
 class CachesStore(Store):
     """Cached answers and contexts: every key whose manifest names a deleted record, and the scope's
     fact keys, confirmed absent."""
 
     name = "caches"
-    position = 60
+    label = "Caches"
     replayed = True
 
     def find(self, scope: Scope) -> Found:

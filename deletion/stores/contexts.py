@@ -6,18 +6,17 @@ from typing import Any
 
 from django.utils import timezone
 
-from deletion.stores.base import NOTICE_REASON, Found, Job, Scope, Store, Verification, register
+from deletion.stores.base import NOTICE_REASON, Found, Job, Scope, Store, Verification
 from memory_admin.derived.models import ContextItem, Invalidation
 from memory_admin.lib import rows
 
 
-@register
 class ContextsStore(Store):
     """Agents' loaded contexts: a notice per loaded copy; verified when every holder acknowledged or its
     session expired."""
 
     name = "contexts"
-    position = 80
+    label = "Agents' contexts"
 
     def find(self, scope: Scope) -> Found:
         items = ContextItem.objects.filter(record_id__in=rows.among(scope.record_ids)).select_related("load")

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from deletion.stores.base import REDACTION, Found, Job, Scope, Store, Verification, register
+from deletion.stores.base import REDACTION, Found, Job, Scope, Store, Verification
 from memory_admin.lib import rows
 from memory_admin.memory.models import AuditEvent, Dispute
 
 
-@register
 class DisputesStore(Store):
     """Disputes between the scope's records. A person's resolution reason is written about the values
     ("kept 1350, the partner's price"), so it is redacted at acceptance, with the disputes' audit events
     at the purge; a dispute whose every candidate is deleted has nothing left to dispute and is deleted."""
 
     name = "disputes"
-    position = 90
+    label = "Disputes"
 
     def find(self, scope: Scope) -> Found:
         disputes = Dispute.objects.filter(

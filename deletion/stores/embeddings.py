@@ -7,12 +7,11 @@ from typing import Any
 
 from django.utils import timezone
 
-from deletion.stores.base import Found, Job, Scope, Store, Verification, register
+from deletion.stores.base import Found, Job, Scope, Store, Verification
 from deletion.stores.summaries import built_on
 from memory_admin.derived.vectors import get_index, where_objects
 
 
-@register
 class EmbeddingsStore(Store):
     """The vector index: entries deleted, then compacted with old versions cleaned, so the verify step
     can show the data is physically gone from every version still on disk, index files included.
@@ -23,7 +22,7 @@ class EmbeddingsStore(Store):
     purge's deletion."""
 
     name = "embeddings"
-    position = 30
+    label = "Vector index"
 
     def find(self, scope: Scope) -> Found:
         summary_ids = list(built_on(scope).values_list("public_id", flat=True))

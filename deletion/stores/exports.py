@@ -7,16 +7,15 @@ import os
 from datetime import datetime
 from pathlib import Path
 
-from deletion.stores.base import Found, Job, Scope, Store, Verification, register
+from deletion.stores.base import Found, Job, Scope, Store, Verification
 from memory_admin.derived.models import ExportFile
 
 
-@register
 class ExportsStore(Store):
     """Exported files: withheld from download, then rewritten without the scope's lines."""
 
     name = "exports"
-    position = 70
+    label = "Exports"
 
     def _lines(self, path: str, memory_ids: set[str]) -> int:
         if not os.path.exists(path):

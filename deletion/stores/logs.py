@@ -11,7 +11,7 @@ from django.db.models import CharField, Exists, F, Func, OuterRef, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from deletion.stores.base import Found, Job, Scope, ScopeRecord, Store, Verification, register
+from deletion.stores.base import Found, Job, Scope, ScopeRecord, Store, Verification
 from memory_admin.derived.models import Event, EventHide, EventSubject, naming
 from memory_admin.lib import rows
 from memory_admin.memory.models import MemoryRecord
@@ -97,12 +97,11 @@ def _source_event_ids(scope: Scope) -> Any:
     return scope.records_query().annotate(source_event_id=elements).values("source_event_id")
 
 
-@register
 class LogsStore(Store):
     """Raw conversation events: the matching lines are redacted, a marker stays."""
 
     name = "logs"
-    position = 20
+    label = "Conversation logs"
     replayed = True
 
     def _matching(self, tenant_id: int, project_id: int, subjects: list[str], event_ids: list[str]) -> Any:

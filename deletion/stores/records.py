@@ -12,7 +12,7 @@ from django.db.models.signals import post_delete, pre_delete
 
 from deletion import ledger, tombstones
 from deletion.models import DeletionRequest, Tombstone
-from deletion.stores.base import Found, Job, Scope, Store, Verification, register
+from deletion.stores.base import Found, Job, Scope, Store, Verification
 from memory_admin.lib import rows
 from memory_admin.memory import stats
 from memory_admin.memory.models import AuditEvent, MemoryRecord, RecordHide
@@ -91,13 +91,12 @@ def mark_hidden(tenant_id: int, request_public_id: str) -> int:
     return marked
 
 
-@register
 class RecordsStore(Store):
     """Memory records, history included; only the content-free tombstones remain. The audit trail's
     snapshots of these records are redacted too (who did what and when stays)."""
 
     name = "records"
-    position = 10
+    label = "Memory records"
     replayed = True
 
     def find(self, scope: Scope) -> Found:

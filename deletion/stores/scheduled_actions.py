@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from deletion.stores.base import Found, Job, Scope, Store, Verification, register
+from deletion.stores.base import Found, Job, Scope, Store, Verification
 from memory_admin.derived.models import ActionBase, ScheduledAction
 from memory_admin.lib import rows
 
 
-@register
 class ScheduledActionsStore(Store):
     """Actions agents planned from deleted records: their payloads carry the values (a reminder's
     recipient, a message's text). At acceptance every read of them answers 410 (the API checks the
@@ -17,7 +16,7 @@ class ScheduledActionsStore(Store):
     status reason. The row stays, content-free, so the agent that planned it learns why it will not run."""
 
     name = "scheduled_actions"
-    position = 50
+    label = "Scheduled actions"
     ACTIVE = (ScheduledAction.Status.SCHEDULED, ScheduledAction.Status.SUSPENDED)
 
     @staticmethod

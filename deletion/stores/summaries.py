@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from deletion.stores.base import Found, Job, Scope, Store, Verification, register
+from deletion.stores.base import Found, Job, Scope, Store, Verification
 from memory_admin.derived.lineage import REGENERATORS, BaseRef, create_summary, regenerate_from
 from memory_admin.derived.models import Summary, SummaryBase
 from memory_admin.lib import rows
@@ -18,12 +18,11 @@ def built_on(scope: Scope) -> Any:
     ).distinct()
 
 
-@register
 class SummariesStore(Store):
     """Summaries built on deleted records: deleted, or regenerated from the remaining bases only."""
 
     name = "summaries"
-    position = 40
+    label = "Summaries"
     replayed = True
 
     def find(self, scope: Scope) -> Found:

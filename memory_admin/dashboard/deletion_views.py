@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST
 
 from deletion import service
 from deletion.models import DeletionRequest, StoreProgress, Tombstone
+from deletion.stores import STORES
 from memory_admin.accounts.models import Principal
 from memory_admin.dashboard import wording
 from memory_admin.dashboard.helpers import confirmed, member_required, principal_of, redirect_back, safe_next
@@ -61,18 +62,14 @@ def _due_words(request: DeletionRequest, days: int | None) -> str:
 
 # --- Evidence as labelled fields --------------------------------------------------------------------------
 
-STORE_NAMES = {
-    "records": "Memory records",
-    "logs": "Conversation logs",
-    "embeddings": "Vector index",
-    "summaries": "Summaries",
-    "scheduled_actions": "Scheduled actions",
-    "caches": "Caches",
-    "exports": "Exports",
-    "contexts": "Agents' contexts",
-    "disputes": "Disputes",
-    "backups": "Backups",
-}
+
+def store_label(name: str) -> str:
+    """How the page names a store: the label it registered with (deletion.stores.STORES), or its name in
+    words for a row of a store no longer registered."""
+    store = STORES.get(name)
+    return store.label if store is not None and store.label else wording.label(name)
+
+
 LIST_SHOWN = 12  # a longer list of ids shows its first entries and says how many more there are
 
 
@@ -110,9 +107,7 @@ class StoreView:
 
 def _store_views(deletion: DeletionRequest) -> list[StoreView]:
     return [
-        StoreView(
-            progress=p, name=STORE_NAMES.get(p.store, wording.label(p.store)), evidence=evidence_fields(p.evidence)
-        )
+        StoreView(progress=p, name=store_label(p.store), evidence=evidence_fields(p.evidence))
         for p in deletion.stores.order_by("id")
     ]
 
@@ -210,9 +205,7 @@ def request_new(request: HttpRequest) -> HttpResponse:
     context = {
         "form": form,
         "preview": preview,
-        "preview_rows": [
-            (STORE_NAMES.get(name, wording.label(name)), store) for name, store in (preview or {}).items()
-        ],
+        "preview_rows": [(store_label(name), store) for name, store in (preview or {}).items()],
         "preview_id": preview_id,
         "previewed": previewed,
     }

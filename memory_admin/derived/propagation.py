@@ -3,6 +3,10 @@
 `propagate` is the one function called whenever records stop being the current belief (superseded,
 expired, excluded, disputed, or a dispute resolved against them). It runs inside the caller's
 transaction; what lies outside the database (cache keys, vector entries) is changed after commit.
+
+Each kind of dependant is one `Step`, and `STEPS` is their registry: the built-ins are listed in `_builtins`
+at the end of this module, one line each, in the order they are visited. A step of a higher layer is
+registered with `STEPS.register(Step(...))` in its app's `AppConfig.ready()`, and runs after these.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from memory_admin.derived.models import (
     SummaryBase,
 )
 from memory_admin.lib import rows
+from memory_admin.lib.registry import Registry, describe
 from memory_admin.memory.models import MemoryRecord, new_public_id
 from memory_admin.queueing import enqueue_after_commit, enqueue_batched_after_commit
 
@@ -47,7 +52,7 @@ class PropagationResult:
 
 
 @dataclass
-class _Run:
+class Run:
     """One propagation: the records whose belief ended, and what was done to their dependants."""
 
     records: Sequence[MemoryRecord]
@@ -78,6 +83,39 @@ class _Run:
         )
 
 
+@dataclass
+class SetRun:
+    """One `propagate_set`: the records one condition names, and what was done to their dependants."""
+
+    records: QuerySet[MemoryRecord]
+    tenant_id: int
+    reason: str
+    now: datetime
+    result: PropagationResult = field(default_factory=PropagationResult)
+
+
+# An SQL condition on a record id column ("= ANY(%s::bigint[])" or "IN (%s, ...)") and its parameters.
+IdMatch = tuple[str, list[Any]]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One kind of dependant propagation visits.
+
+    `kind` is its key (and what `propagate_set(kinds=...)` names). `handle` does to the dependants of a `Run`'s
+    records what their belief ending means for them, noting each one it touches with `run.note`. `present`, if
+    given, returns an SQL boolean (an EXISTS) and its parameters saying whether the records have such a
+    dependant at all, given `IdMatch` for the record id column and the time: every step's is asked in one
+    statement, and `handle` runs only when it is true (without `present` it runs every time). `handle_set`,
+    if given, does the same for a `SetRun` (records named by one condition), set-based.
+    """
+
+    kind: str
+    handle: Callable[[Run], None]
+    present: Callable[[IdMatch, datetime], tuple[str, list[Any]]] | None = None
+    handle_set: Callable[[SetRun], None] | None = None
+
+
 def propagate(records: Sequence[MemoryRecord], *, reason: str, now: datetime | None = None) -> PropagationResult:
     """Tell every dependant of `records` that they are no longer the current belief.
 
@@ -88,25 +126,24 @@ def propagate(records: Sequence[MemoryRecord], *, reason: str, now: datetime | N
        agent acknowledges it;
     4. cache keys whose manifest names them → evicted after commit;
     5. their vector entries → marked unusable after commit (a Celery task).
-    Each dependant touched gets a Propagation row, so a person can see what was done. One handler per kind
-    of dependant (`_HANDLERS`, in this order); memory calls this through its `belief_ended` hook.
+    Each dependant touched gets a Propagation row, so a person can see what was done. One step per kind
+    of dependant (`STEPS`, in their order); memory calls this through its `belief_ended` hook.
     """
     if not records:
         return PropagationResult()
-    run = _Run(records=records, reason=reason, now=now or timezone.now())
+    run = Run(records=records, reason=reason, now=now or timezone.now())
     # Most changes have no dependant but their vector entry: one round trip says which kinds to visit.
     present = _dependant_kinds(run.pks, run.now)
-    for kind, handler in _HANDLERS:
-        if kind in present:
-            handler(run)
-    _mark_vectors_unusable(run)
+    for step in STEPS.values():
+        if step.present is None or step.kind in present:
+            step.handle(run)
     # One INSERT of the log rows (a batch ends a thousand beliefs at once; bulk_create's per-field preparation
     # cost more than the rows).
     rows.insert_new(run.log)
     return run.result
 
 
-def _stale_summaries(run: _Run) -> None:
+def _stale_summaries(run: Run) -> None:
     """1. Summaries built on the records → stale, and regenerated after commit."""
     uses = list(
         SummaryBase.objects.filter(record_id__in=run.pks, summary__status=Summary.Status.CURRENT).values_list(
@@ -124,7 +161,7 @@ def _stale_summaries(run: _Run) -> None:
     enqueue_after_commit(task_refs.regenerate_summaries(), run.result.summaries)
 
 
-def _suspend_actions(run: _Run) -> None:
+def _suspend_actions(run: Run) -> None:
     """2. Scheduled actions built on the records → suspended until re-confirmed."""
     planned = list(
         ActionBase.objects.filter(record_id__in=run.pks, action__status=ScheduledAction.Status.SCHEDULED).values_list(
@@ -141,7 +178,7 @@ def _suspend_actions(run: _Run) -> None:
         run.note(record_id, Kind.ACTION, public_id, "suspended")
 
 
-def _notify_contexts(run: _Run) -> None:
+def _notify_contexts(run: Run) -> None:
     """3. Loaded contexts that have not expired → one invalidation notice per loaded copy."""
     loaded = list(
         ContextItem.objects.filter(record_id__in=run.pks, load__expires_at__gt=run.now).values_list(
@@ -173,7 +210,7 @@ def _notify_contexts(run: _Run) -> None:
         run.note(record_id, Kind.CONTEXT, load_public_id, "notice_sent")
 
 
-def _evict_caches(run: _Run) -> None:
+def _evict_caches(run: Run) -> None:
     """4. Cache keys whose manifest names the records → evicted now and again after commit."""
     cached = list(
         CacheEntry.records.through.objects.filter(
@@ -193,7 +230,7 @@ def _evict_caches(run: _Run) -> None:
     transaction.on_commit(lambda: cache.delete_many(keys))
 
 
-def _mark_vectors_unusable(run: _Run) -> None:
+def _mark_vectors_unusable(run: Run) -> None:
     """5. The records' vector entries → re-marked (unusable) after commit; every record has one."""
     run.result.vector_records = [r.memory_id for r in run.records]
     for record in run.records:
@@ -201,18 +238,8 @@ def _mark_vectors_unusable(run: _Run) -> None:
     enqueue_batched_after_commit(task_refs.refresh_record_vectors(), run.result.vector_records)
 
 
-# The kinds `_dependant_kinds` reports, each with its handler, in the order they are visited.
-_HANDLERS: list[tuple[str, Callable[[_Run], None]]] = [
-    ("summaries", _stale_summaries),
-    ("actions", _suspend_actions),
-    ("contexts", _notify_contexts),
-    ("caches", _evict_caches),
-]
-
-
-# The kinds of dependant `propagate_set` visits, in this order; and the notices alone (to agents holding
-# copies in their contexts), what a deletion's acceptance asks of it (its stores do the rest).
-SET_KINDS = ("summaries", "actions", "contexts", "caches")
+# The notices alone (to agents holding copies in their contexts): what a deletion's acceptance asks of
+# `propagate_set` (its stores do the rest).
 NOTICES = ("contexts",)
 
 
@@ -222,39 +249,56 @@ def propagate_set(
     tenant_id: int,
     reason: str,
     now: datetime,
-    kinds: Collection[str] = SET_KINDS,
+    kinds: Collection[str] | None = None,
 ) -> PropagationResult:
     """`propagate` for records named by one condition (a deletion's scope, thousands of records): one or two
     statements per kind of dependant, each joined to `records` as a subquery, never one per record and
     never a list of record ids.
 
-    `kinds` chooses among summaries (→ stale, regenerated after commit), actions (→ suspended), contexts
-    (→ one notice per loaded copy) and caches (→ evicted now and after commit), as `propagate` does them.
-    Vector entries are left to the caller, and no Propagation row is written: what was done stays on each
-    dependant (its status and reason, the notice, `evicted_at`). A deletion, the caller, purges the records
-    and their propagation rows with them, and reports each store itself.
+    `kinds` chooses among the steps that do a set (`set_kinds()`, all of them by default): summaries (→ stale,
+    regenerated after commit), actions (→ suspended), contexts (→ one notice per loaded copy) and caches
+    (→ evicted now and after commit), as `propagate` does them. Vector entries are left to the caller, and no
+    Propagation row is written: what was done stays on each dependant (its status and reason, the notice,
+    `evicted_at`). A deletion, the caller, purges the records and their propagation rows with them, and
+    reports each store itself.
     """
-    result = PropagationResult()
-    if "summaries" in kinds:
-        uses = SummaryBase.objects.filter(record__in=records, summary__status=Summary.Status.CURRENT)
-        result.summaries = sorted(set(uses.values_list("summary_id", flat=True)))
-        if result.summaries:
-            Summary.objects.filter(id__in=uses.values("summary_id"), status=Summary.Status.CURRENT).update(
-                status=Summary.Status.STALE, status_reason=reason, status_changed_at=now
-            )
-            enqueue_after_commit(task_refs.regenerate_summaries(), result.summaries)
-    if "actions" in kinds:
-        planned = ActionBase.objects.filter(record__in=records, action__status=ScheduledAction.Status.SCHEDULED)
-        result.actions = sorted(set(planned.values_list("action_id", flat=True)))
-        if result.actions:
-            ScheduledAction.objects.filter(
-                id__in=planned.values("action_id"), status=ScheduledAction.Status.SCHEDULED
-            ).update(status=ScheduledAction.Status.SUSPENDED, status_reason=reason, status_changed_at=now)
-    if "contexts" in kinds:
-        result.notices = _notify_loaded_copies(records, tenant_id, reason, now)
-    if "caches" in kinds:
-        result.cache_keys = _evict_cached(records, now)
-    return result
+    offered = set_kinds()
+    chosen = offered if kinds is None else list(kinds)
+    unknown = [kind for kind in chosen if kind not in offered]
+    if unknown:
+        raise ValueError(f"No propagation step does {unknown} for a set of records; choose among {offered}.")
+    run = SetRun(records=records, tenant_id=tenant_id, reason=reason, now=now)
+    for step in STEPS.values():
+        if step.handle_set is not None and step.kind in chosen:
+            step.handle_set(run)
+    return run.result
+
+
+def _stale_summaries_set(run: SetRun) -> None:
+    uses = SummaryBase.objects.filter(record__in=run.records, summary__status=Summary.Status.CURRENT)
+    run.result.summaries = sorted(set(uses.values_list("summary_id", flat=True)))
+    if run.result.summaries:
+        Summary.objects.filter(id__in=uses.values("summary_id"), status=Summary.Status.CURRENT).update(
+            status=Summary.Status.STALE, status_reason=run.reason, status_changed_at=run.now
+        )
+        enqueue_after_commit(task_refs.regenerate_summaries(), run.result.summaries)
+
+
+def _suspend_actions_set(run: SetRun) -> None:
+    planned = ActionBase.objects.filter(record__in=run.records, action__status=ScheduledAction.Status.SCHEDULED)
+    run.result.actions = sorted(set(planned.values_list("action_id", flat=True)))
+    if run.result.actions:
+        ScheduledAction.objects.filter(
+            id__in=planned.values("action_id"), status=ScheduledAction.Status.SCHEDULED
+        ).update(status=ScheduledAction.Status.SUSPENDED, status_reason=run.reason, status_changed_at=run.now)
+
+
+def _notify_contexts_set(run: SetRun) -> None:
+    run.result.notices = _notify_loaded_copies(run.records, run.tenant_id, run.reason, run.now)
+
+
+def _evict_caches_set(run: SetRun) -> None:
+    run.result.cache_keys = _evict_cached(run.records, run.now)
 
 
 def _notify_loaded_copies(records: QuerySet[MemoryRecord], tenant_id: int, reason: str, now: datetime) -> int:
@@ -333,52 +377,83 @@ def mark_pending(records: Sequence[MemoryRecord]) -> None:
 
 
 def _dependant_kinds(pks: list[int], now: datetime) -> set[str]:
-    """Which kinds of dependant the records have: one EXISTS per kind, in one statement.
+    """Which kinds of dependant the records have: each step's `present` (an EXISTS), all in one statement.
 
-    Written as SQL because it runs on every write that supersedes a record; composing four ORM subqueries
+    Written as SQL because it runs on every write that supersedes a record; composing the ORM subqueries
     cost more than the database did.
     """
-    t = {
-        name: model._meta.db_table
-        for name, model in (
-            ("summary_base", SummaryBase),
-            ("summary", Summary),
-            ("action_base", ActionBase),
-            ("action", ScheduledAction),
-            ("item", ContextItem),
-            ("load", ContextLoad),
-            ("cache_link", CacheEntry.records.through),
-            ("cache", CacheEntry),
-        )
-    }
-    id_params: list[Any]
+    probed = [(step.kind, step.present) for step in STEPS.values() if step.present is not None]
+    if not probed:
+        return set()
+    ids: IdMatch
     if connection.vendor == "postgresql":
         # One array parameter: an IN list of 1,000 ids (a batch of supersessions) is planned anew each time
         # and cost 0.2-0.6 s per statement; `= ANY(array)` costs about 10 ms.
-        match, id_params = "= ANY(%s::bigint[])", [list(pks)]
+        ids = ("= ANY(%s::bigint[])", [list(pks)])
     else:
-        match, id_params = f"IN ({', '.join(['%s'] * len(pks))})", list(pks)
-    sql = f"""
-        SELECT
-          EXISTS (SELECT 1 FROM {t["summary_base"]} b JOIN {t["summary"]} s ON s.id = b.summary_id
-                  WHERE b.record_id {match} AND s.status = %s),
-          EXISTS (SELECT 1 FROM {t["action_base"]} b JOIN {t["action"]} a ON a.id = b.action_id
-                  WHERE b.record_id {match} AND a.status = %s),
-          EXISTS (SELECT 1 FROM {t["item"]} i JOIN {t["load"]} l ON l.id = i.load_id
-                  WHERE i.record_id {match} AND l.expires_at > %s),
-          EXISTS (SELECT 1 FROM {t["cache_link"]} r JOIN {t["cache"]} e ON e.id = r.cacheentry_id
-                  WHERE r.memoryrecord_id {match} AND e.evicted_at IS NULL)
-    """
-    params: list[Any] = [
-        *id_params,
-        Summary.Status.CURRENT,
-        *id_params,
-        ScheduledAction.Status.SCHEDULED,
-        *id_params,
-        now,
-        *id_params,
-    ]
+        ids = (f"IN ({', '.join(['%s'] * len(pks))})", list(pks))
+    columns: list[str] = []
+    params: list[Any] = []
+    for _, present in probed:
+        sql, step_params = present(ids, now)
+        columns.append(sql)
+        params += step_params
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(f"SELECT {', '.join(columns)}", params)
         row = cursor.fetchone()
-    return {kind for kind, found in zip(("summaries", "actions", "contexts", "caches"), row, strict=True) if found}
+    return {kind for (kind, _), found in zip(probed, row, strict=True) if found}
+
+
+def _summaries_present(ids: IdMatch, now: datetime) -> tuple[str, list[Any]]:
+    match, params = ids
+    sql = (
+        f"EXISTS (SELECT 1 FROM {SummaryBase._meta.db_table} b JOIN {Summary._meta.db_table} s ON s.id = b.summary_id"
+        f" WHERE b.record_id {match} AND s.status = %s)"
+    )
+    return sql, [*params, Summary.Status.CURRENT]
+
+
+def _actions_present(ids: IdMatch, now: datetime) -> tuple[str, list[Any]]:
+    match, params = ids
+    sql = (
+        f"EXISTS (SELECT 1 FROM {ActionBase._meta.db_table} b JOIN {ScheduledAction._meta.db_table} a"
+        f" ON a.id = b.action_id WHERE b.record_id {match} AND a.status = %s)"
+    )
+    return sql, [*params, ScheduledAction.Status.SCHEDULED]
+
+
+def _contexts_present(ids: IdMatch, now: datetime) -> tuple[str, list[Any]]:
+    match, params = ids
+    sql = (
+        f"EXISTS (SELECT 1 FROM {ContextItem._meta.db_table} i JOIN {ContextLoad._meta.db_table} l ON l.id = i.load_id"
+        f" WHERE i.record_id {match} AND l.expires_at > %s)"
+    )
+    return sql, [*params, now]
+
+
+def _caches_present(ids: IdMatch, now: datetime) -> tuple[str, list[Any]]:
+    match, params = ids
+    sql = (
+        f"EXISTS (SELECT 1 FROM {CacheEntry.records.through._meta.db_table} r JOIN {CacheEntry._meta.db_table} e"
+        f" ON e.id = r.cacheentry_id WHERE r.memoryrecord_id {match} AND e.evicted_at IS NULL)"
+    )
+    return sql, list(params)
+
+
+def set_kinds() -> list[str]:
+    """The kinds of dependant `propagate_set` can visit (the steps with `handle_set`), in their order."""
+    return [step.kind for step in STEPS.values() if step.handle_set is not None]
+
+
+def _builtins(steps: Registry[Step]) -> None:
+    """The built-in steps, in the order `propagate` visits them (its docstring's numbers)."""
+    steps.register(Step("summaries", _stale_summaries, _summaries_present, _stale_summaries_set))
+    steps.register(Step("actions", _suspend_actions, _actions_present, _suspend_actions_set))
+    steps.register(Step("contexts", _notify_contexts, _contexts_present, _notify_contexts_set))
+    steps.register(Step("caches", _evict_caches, _caches_present, _evict_caches_set))
+    steps.register(Step("vectors", _mark_vectors_unusable))  # every record has one: always, and not for a set
+
+
+STEPS: Registry[Step] = Registry(
+    "propagation step", key=lambda step: step.kind, builtins=_builtins, describe=lambda step: describe(step.handle)
+)

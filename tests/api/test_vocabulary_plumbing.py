@@ -57,14 +57,15 @@ class _PagerConnector(Connector):
     settings_fields = (SettingField("number", "Pager number"), SettingField("wait", kind="seconds", default=3))
 
 
-def test_a_new_connector_needs_no_form_code(monkeypatch):
-    monkeypatch.setitem(CONNECTORS, "pager", _PagerConnector)
-    form = PolicyForm(
-        {"predicate": "on_call", "connector": "pager", "number": "555", "on_failure": "block_action", "risk": "low"}
-    )
-    assert form.is_valid(), form.errors
-    assert form.to_policy_data()["canonical_source"] == {"connector": "pager", "number": "555", "wait": 3}
-    assert PolicyForm.initial_for_new()["wait"] == 3
+def test_a_new_connector_needs_no_form_code():
+    with CONNECTORS.temporarily(_PagerConnector):
+        form = PolicyForm(
+            {"predicate": "on_call", "connector": "pager", "number": "555", "on_failure": "block_action", "risk": "low"}
+        )
+        assert form.is_valid(), form.errors
+        assert form.to_policy_data()["canonical_source"] == {"connector": "pager", "number": "555", "wait": 3}
+        assert PolicyForm.initial_for_new()["wait"] == 3
+    assert "pager" not in CONNECTORS
 
 
 def test_http_json_settings_come_out_as_before():

@@ -23,7 +23,7 @@ from memory_admin.accounts.services import ensure_principal
 from memory_admin.derived import caches, lineage
 from memory_admin.derived.lineage import BaseRef
 from memory_admin.derived.models import CacheEntry, Event, EventHide, Invalidation, ScheduledAction, Summary
-from memory_admin.derived.propagation import SET_KINDS, propagate_set
+from memory_admin.derived.propagation import propagate_set, set_kinds
 from memory_admin.memory.actions import Assertion, assert_fact
 from memory_admin.memory.errors import Tombstoned
 from memory_admin.memory.models import MemoryRecord, Project, RecordHide
@@ -157,7 +157,7 @@ def test_propagate_set_runs_as_many_statements_for_many_records_as_for_one(agent
         return len(queries)
 
     assert statements("p-large") == statements("p-small")
-    assert set(SET_KINDS) == {"summaries", "actions", "contexts", "caches"}
+    assert set_kinds() == ["summaries", "actions", "contexts", "caches"]
 
 
 # --- acceptance ------------------------------------------------------------------------------------

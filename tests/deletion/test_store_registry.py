@@ -1,36 +1,39 @@
-"""Deletion stores register themselves: adding a store is adding one module, and nothing else changes.
+"""Deletion stores are one registry (`deletion.stores.STORES`): adding a store is one module and one line.
 
-A store defined here, in the test, registers itself; a real deletion then runs it through find, hide,
-purge and verify and the report lists it after the product's own stores, in their unchanged order. Its
-adapters receive plain values (a `Job`), never the request's rows, and a restore's replay runs it too
-when it says it is replayed.
+A store defined here, in the test, is registered with that one line; a real deletion then runs it through
+find, hide, purge and verify and the report lists it after the product's own stores, in their unchanged
+order. Its adapters receive plain values (a `Job`), never the request's rows, and a restore's replay runs it
+too when it says it is replayed. A second store with a name already registered is refused.
 """
 
 from __future__ import annotations
 
 import json
 import pkgutil
+import re
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 
 import deletion.stores
 from deletion import ledger, stores, tombstones
 from deletion.models import StoreProgress, Tombstone
 from deletion.restore import replay_tombstones
-from deletion.stores import Found, Job, Scope, Store, Verification, register, unregister
+from deletion.stores import STORES, Found, Job, Scope, Store, Verification
 from deletion.tasks import purge_store
+from memory_admin.lib.registry import AlreadyRegistered, NotRegistered
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.models import MemoryRecord
 from tests.support import DEADLINE, at, deadline
 
 SUBJECT = DEADLINE["subject_id"]
 URL = "/api/v1/deletion-requests/"
-# The product's stores, in the order a request runs them and its report lists them (as before stores
-# were a package: the order is each store's `position`, not the modules' names).
+# The product's stores, in the order a request runs them and its report lists them (the order of the lines
+# that register them, not the modules' names).
 PRODUCT_ORDER = [
     "records",
     "logs",
@@ -55,13 +58,12 @@ class Calls:
 
 @pytest.fixture
 def probe() -> Iterator[Calls]:
-    """A store that exists only in this test: it registers itself, and is removed afterwards."""
+    """A store that exists only in this test: one line registers it, and it is removed afterwards."""
     calls = Calls()
 
-    @register
     class ProbeStore(Store):
         name = "probe"
-        position = 1000
+        label = "Probe store (test-only)"
         replayed = True
 
         def find(self, scope: Scope) -> Found:
@@ -85,10 +87,11 @@ def probe() -> Iterator[Calls]:
             left = MemoryRecord.all_objects.filter(memory_id__in=job.targets["memory_ids"]).count()
             return Verification(left, {"probe_rows_left": left})
 
+    STORES.register(ProbeStore())
     try:
         yield calls
     finally:
-        unregister("probe")
+        STORES.unregister("probe")
     assert "probe" not in stores.registered()
 
 
@@ -98,10 +101,10 @@ def two_revisions(agent) -> list[MemoryRecord]:
     return [first, second]
 
 
-def test_the_package_imports_every_store_module_and_keeps_the_order():
+def test_the_registry_holds_one_store_per_module_in_the_products_order():
     modules = {m.name for m in pkgutil.iter_modules(deletion.stores.__path__)} - {"base"}
     assert list(stores.registered()) == PRODUCT_ORDER
-    # One module per store, named after it: the package found each one by itself.
+    # One module per store, named after it, and none left out of the registry.
     assert modules == set(PRODUCT_ORDER)
     assert {type(s).__module__ for s in stores.registered().values()} == {f"deletion.stores.{m}" for m in modules}
     # The stores a restore replays, in the order the replay ran them before they were a property of a store.
@@ -109,7 +112,7 @@ def test_the_package_imports_every_store_module_and_keeps_the_order():
 
 
 def test_no_list_of_store_names_exists_outside_the_stores():
-    """The registry, the service, the tasks and the restore know no store by name."""
+    """The registry lists the stores' classes, and the service, the tasks and the restore know no store by name."""
     root = Path(deletion.stores.__file__).parent.parent
     for path in ("stores/__init__.py", "stores/base.py", "service.py", "tasks.py", "restore.py"):
         source = (root / path).read_text(encoding="utf-8")
@@ -151,6 +154,16 @@ def test_a_store_added_in_one_place_runs_through_all_four_steps_and_is_reported(
     # The evidence the purge added and the verification's are both kept on the row.
     assert row["evidence"]["probe_purged"] == memory_ids and row["evidence"]["probe_rows_left"] == 0
     assert report["stages"]["purge_confirmed_at"]  # the request waited for the added store too
+    # The deletion page lists it too, last, by the label it registered with.
+    page = Client()
+    page.force_login(compliance)
+    html = page.get(f"/deletions/{request_id}/").content.decode()
+    sections = re.findall(r'<section class="store" aria-label="([^"]*)" data-store="([^"]*)"', html)
+    assert sections[0] == ("Memory records", "records") and sections[-2:] == [
+        ("Backups", "backups"),
+        ("Probe store (test-only)", "probe"),
+    ]
+    assert [store for _, store in sections] == [*PRODUCT_ORDER, "probe"]
 
 
 def test_a_replayed_store_is_run_by_a_restore_with_plain_values(agent, probe, settings, tmp_path):
@@ -189,16 +202,22 @@ def test_a_replayed_store_is_run_by_a_restore_with_plain_values(agent, probe, se
 def test_two_stores_cannot_share_a_name_and_a_name_must_fit_the_store_column():
     class Impostor(Store):
         name = "records"
-        position = 5
 
-    with pytest.raises(ValueError, match="Two stores"):
-        register(Impostor)
+    with pytest.raises(AlreadyRegistered, match="Two deletion stores have the key 'records'"):
+        STORES.register(Impostor())
     assert type(stores.get("records")).__name__ == "RecordsStore"
+    assert list(stores.registered()) == PRODUCT_ORDER
 
     class TooLong(Store):
         name = "x" * (StoreProgress._meta.get_field("store").max_length + 1)  # type: ignore[operator]
-        position = 5
 
     with pytest.raises(ValueError, match="characters"):
-        register(TooLong)
+        STORES.register(TooLong())
     assert TooLong.name not in stores.registered()
+
+
+def test_an_unknown_store_is_refused_with_the_names_there_are():
+    with pytest.raises(NotRegistered) as unknown:
+        stores.get("tape")
+    assert str(unknown.value).startswith("No deletion store 'tape' is registered; known: 'records', 'logs', ")
+    assert isinstance(unknown.value, LookupError)

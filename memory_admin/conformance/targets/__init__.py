@@ -1,17 +1,17 @@
-"""Conformance targets: one module per memory setup, each registering one `Target` subclass.
+"""Conformance targets: one module per memory setup, each defining one `Target` subclass, and their registry.
 
 A target turns a case's history into its own store (`session(case, source, source_url)`), and answers the probe
-agent's questions the way that setup answers an agent (`Session.read_fact` etc.). The built-in targets are the
-modules of this package; anyone else's memory system is one module of their own package, named in the entry-point
-group `memory_governance.conformance_targets` (docs/conformance.md "Add your memory system"). The
-command and the page list the registry. A broken entry point (it does not import, names no `Target`, or claims a
-name already taken) is skipped and kept in `problems()`, with its reason, for the command and the page to show.
+agent's questions the way that setup answers an agent (`Session.read_fact` etc.). `TARGETS` is the registry: the
+built-in targets are listed in `_builtins` below, one line each, in the order the table and the page show them
+(this system first, then the baselines); anyone else's memory system is one module of their own package, named
+in the entry-point group `memory_governance.conformance_targets` (docs/conformance.md "Add your memory system"),
+and registered into the same registry after the built-ins. The command and the page list the registry. A broken
+entry point (it does not import, names no `Target`, or claims a name already taken) is skipped and kept in
+`problems()`, with its reason, for the command and the page to show.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import re
 import threading
 from abc import ABC, abstractmethod
@@ -25,6 +25,7 @@ from typing import Any
 
 from memory_admin.conformance.cases import Case
 from memory_admin.conformance.source import SourceScript
+from memory_admin.lib.registry import Registry
 
 ENTRY_POINT_GROUP = "memory_governance.conformance_targets"
 # A target's name is a command-line choice, a column of the page and an item of ConformanceRun.targets, and is
@@ -122,14 +123,13 @@ class Problem:
         return f"conformance target entry point {self.entry_point!r} skipped: {self.reason}"
 
 
-TARGETS: dict[str, type[Target]] = {}
-#: where each registered target came from: "built-in" or "entry point NAME (DISTRIBUTION)"
+#: where each plug-in came from: "entry point NAME (DISTRIBUTION)", or its module (a built-in is "built-in")
 ORIGINS: dict[str, str] = {}
 _PROBLEMS: list[Problem] = []
 _BY_MODULE: dict[str, list[type[Target]]] = {}  # what each module registered when it was imported
-_loaded = {"builtins": False, "plugins": False}
-# Discovery runs once per process, possibly from several request threads at once; a plug-in's import may call
-# register(), which loads the built-ins first, on the same thread.
+_loaded = {"plugins": False}
+# The entry points are read once per process, possibly from several request threads at once; a plug-in's import
+# may call register() on the same thread.
 _lock = threading.RLock()
 
 
@@ -158,35 +158,54 @@ def _check(target: Any) -> None:
         raise TargetError(f"{target.__qualname__}.is_product must be True or False")
 
 
+def _builtins(targets: Registry[type[Target]]) -> None:
+    """The built-in targets, in the order the table and the page show them: this system, then the baselines.
+    Imported the first time the registry is read, so that importing the protocol (a plug-in does) does not."""
+    from memory_admin.conformance.targets import langgraph_inmemory, langmem_inmemory, this, vector_ttl
+
+    targets.register(this.ThisTarget)
+    targets.register(langgraph_inmemory.LangGraphInMemoryTarget)
+    targets.register(langmem_inmemory.LangMemTarget)
+    targets.register(vector_ttl.VectorTTLTarget)
+
+
+TARGETS: Registry[type[Target]] = Registry(
+    "conformance target", key=lambda target: target.name, builtins=_builtins, check=_check
+)
+
+
 def _same(a: type[Target], b: type[Target]) -> bool:
     """The same class, or the same class imported again (a reloaded module)."""
     return a is b or (a.__module__, a.__qualname__) == (b.__module__, b.__qualname__)
 
 
 def register(target: type[Target]) -> type[Target]:
-    """Add a target to the registry (a class decorator). Registering the same class again is a no-op; a name
-    another class holds is refused, and the built-ins are loaded first, so no plug-in takes a built-in's name."""
+    """Add a plug-in's target to the registry, after the built-ins (a class decorator). Registering the same
+    class again is a no-op; a name another class holds is refused, so no plug-in takes a built-in's name."""
     _check(target)
-    if not _is_builtin(target):
-        _load_builtins()
-    held = TARGETS.get(target.name)
-    if held is not None and not _same(held, target):
-        whose = "the built-in target" if _is_builtin(held) else "the target"
-        raise TargetError(f"the name {target.name!r} is taken by {whose} {held.__module__}.{held.__qualname__}")
-    TARGETS[target.name] = target
-    ORIGINS.setdefault(target.name, "built-in" if _is_builtin(target) else target.__module__)
-    known = _BY_MODULE.setdefault(target.__module__, [])
-    known[:] = [k for k in known if not _same(k, target)] + [target]
+    with _lock:
+        held = TARGETS.get(target.name)  # the built-ins are registered by now
+        if held is None:
+            TARGETS.register(target)
+        elif not _same(held, target):
+            whose = "the built-in target" if _is_builtin(held) else "the target"
+            raise TargetError(f"the name {target.name!r} is taken by {whose} {held.__module__}.{held.__qualname__}")
+        elif held is not target:
+            TARGETS.replace(target)  # its module imported again
+        if not _is_builtin(target):
+            ORIGINS.setdefault(target.name, target.__module__)
+        known = _BY_MODULE.setdefault(target.__module__, [])
+        known[:] = [k for k in known if not _same(k, target)] + [target]
     return target
 
 
-def _load_builtins() -> None:
+def unregister(name: str) -> None:
+    """Remove a plug-in's target (a built-in stays); `rediscover()` does it for every entry point's."""
     with _lock:
-        if _loaded["builtins"]:
-            return
-        _loaded["builtins"] = True
-        for module in pkgutil.iter_modules(__path__):
-            importlib.import_module(f"{__name__}.{module.name}")
+        held = TARGETS.get(name)
+        if held is not None and not _is_builtin(held):
+            TARGETS.unregister(name)
+            ORIGINS.pop(name, None)
 
 
 def _plugin_targets(entry_point: EntryPoint) -> list[type[Target]]:
@@ -224,20 +243,18 @@ def _load_plugin(entry_point: EntryPoint) -> None:
         _PROBLEMS.append(Problem(label, reason[:500]))
 
 
-def discover() -> dict[str, type[Target]]:
-    """The registry: every module of this package (each registers its target), then the entry points of
-    ENTRY_POINT_GROUP, each loaded once per process."""
-    _load_builtins()
+def discover() -> Registry[type[Target]]:
+    """The registry: the built-ins, then the targets the entry points of ENTRY_POINT_GROUP name, each entry point
+    loaded once per process."""
     _load_plugins()
     return TARGETS
 
 
-def rediscover() -> dict[str, type[Target]]:
+def rediscover() -> Registry[type[Target]]:
     """Forget the plug-ins and read the entry points again (after installing or removing one)."""
     with _lock:
         for name in [n for n, t in TARGETS.items() if not _is_builtin(t)]:
-            del TARGETS[name]
-            ORIGINS.pop(name, None)
+            unregister(name)
         _PROBLEMS.clear()
         _loaded["plugins"] = False
     return discover()
@@ -257,9 +274,15 @@ def get_target(name: str) -> Target:
 
 
 def target_names() -> list[str]:
-    """Registered targets: the product first, then the built-in baselines, then plug-ins, each by name."""
+    """Registered targets: the product first, then the built-in baselines in the registry's order, then the
+    plug-ins by name."""
     targets = discover()
-    return sorted(targets, key=lambda n: (not targets[n].is_product, not _is_builtin(targets[n]), n))
+
+    def order(name: str) -> tuple[bool, bool, str]:
+        builtin = _is_builtin(targets[name])
+        return (not targets[name].is_product, not builtin, "" if builtin else name)
+
+    return sorted(targets, key=order)  # stable: the built-ins keep the registry's order
 
 
 def origin(name: str) -> str:

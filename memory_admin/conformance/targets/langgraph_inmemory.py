@@ -19,7 +19,7 @@ from langgraph.store.memory import InMemoryStore
 
 from memory_admin.conformance.cases import Case
 from memory_admin.conformance.source import SourceScript
-from memory_admin.conformance.targets import Reading, Session, Target, iter_steps, register
+from memory_admin.conformance.targets import Reading, Session, Target, iter_steps
 
 
 class InMemorySession(Session):
@@ -87,7 +87,6 @@ class InMemorySession(Session):
         pass
 
 
-@register
 class LangGraphInMemoryTarget(Target):
     name = "langgraph-inmemory"
     label = "LangGraph InMemoryStore"

@@ -23,7 +23,7 @@ from langmem import create_manage_memory_tool, create_search_memory_tool
 
 from memory_admin.conformance.cases import Case
 from memory_admin.conformance.source import SourceScript
-from memory_admin.conformance.targets import Reading, Session, Target, iter_steps, register
+from memory_admin.conformance.targets import Reading, Session, Target, iter_steps
 
 
 class LangMemSession(Session):
@@ -109,7 +109,6 @@ class LangMemSession(Session):
         pass
 
 
-@register
 class LangMemTarget(Target):
     name = "langmem"
     label = "LangMem tools over InMemoryStore"

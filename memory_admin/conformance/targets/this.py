@@ -25,7 +25,7 @@ from memory_admin.accounts.tenancy import tenant_context
 from memory_admin.conformance import http
 from memory_admin.conformance.cases import Case
 from memory_admin.conformance.source import SourceScript, http_json_settings
-from memory_admin.conformance.targets import Reading, Session, Target, iter_steps, register
+from memory_admin.conformance.targets import Reading, Session, Target, iter_steps
 from memory_admin.memory import actions
 from memory_admin.memory.actions import Assertion
 from memory_admin.memory.models import FieldPolicy, MemoryRecord
@@ -231,7 +231,6 @@ def _policy(project: str, data: dict[str, Any], source_url: str) -> dict[str, An
     }
 
 
-@register
 class ThisTarget(Target):
     name = "this"
     label = "this system"

@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from memory_admin.conformance.cases import Case
 from memory_admin.conformance.source import SourceScript
-from memory_admin.conformance.targets import Reading, Session, Target, iter_steps, register
+from memory_admin.conformance.targets import Reading, Session, Target, iter_steps
 
 TTL = timedelta(days=90)
 DIMENSIONS = 256
@@ -137,7 +137,6 @@ class VectorSession(Session):
         pass
 
 
-@register
 class VectorTTLTarget(Target):
     name = "vector-ttl"
     label = "Vector store with TTL (AgentCore-like)"

@@ -1,9 +1,16 @@
-"""Canonical-source connectors, by name. Adding a connector is adding one module and one line here."""
+"""Canonical-source connectors, by name (`CONNECTORS`).
+
+The built-ins are listed in `_builtins` below, one line per connector, in the order the policy form offers
+them. Adding a connector is adding one module here and one line there (an app above memory registers its own
+with `CONNECTORS.register(TheirConnector)` in its `AppConfig.ready()`). The policy form, the validation and
+the rechecks read the registry.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from memory_admin.lib.registry import Registry
 from memory_admin.memory.connectors.base import (
     CannotFetch,
     Connector,
@@ -13,10 +20,24 @@ from memory_admin.memory.connectors.base import (
     SourceAmbiguous,
     SourceUnavailable,
 )
-from memory_admin.memory.connectors.http_json import HttpJsonConnector
-from memory_admin.memory.connectors.manual import ManualConnector
 
-CONNECTORS: dict[str, type[Connector]] = {c.name: c for c in (HttpJsonConnector, ManualConnector)}
+
+def _builtins(connectors: Registry[type[Connector]]) -> None:
+    """The built-in connectors, in the order the policy form offers them."""
+    from memory_admin.memory.connectors import http_json, manual
+
+    connectors.register(http_json.HttpJsonConnector)
+    connectors.register(manual.ManualConnector)
+
+
+def _check(connector: type[Connector]) -> None:
+    if not (isinstance(connector, type) and issubclass(connector, Connector)):
+        raise ValueError(f"{connector!r} is not a canonical-source connector (a subclass of Connector).")
+
+
+CONNECTORS: Registry[type[Connector]] = Registry(
+    "canonical-source connector", key=lambda connector: connector.name, builtins=_builtins, check=_check
+)
 
 __all__ = [
     "CONNECTORS",
