@@ -1,7 +1,7 @@
 """Conformance targets are one registry (`memory_admin.conformance.targets.TARGETS`): the built-ins in the order the
 table shows them, then a target registered with one line (`register`, what a plug-in's module calls), which the
 command runs and the page lists; a second target with a name already registered is refused. Entry points register
-into the same registry (tests/test_conformance_plugins.py)."""
+into the same registry (tests/conformance/test_plugin_targets.py)."""
 
 from __future__ import annotations
 

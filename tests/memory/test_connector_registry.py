@@ -16,7 +16,7 @@ from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.connectors import CONNECTORS, Connector, FactKey, Observation, SettingField
 from memory_admin.memory.connectors.manual import ManualConnector
 from memory_admin.memory.models import RecheckAttempt
-from tests.conftest import DEADLINE, deadline
+from tests.support import DEADLINE, deadline
 
 SUBJECT = DEADLINE["subject_id"]
 POLICY: dict[str, Any] = {

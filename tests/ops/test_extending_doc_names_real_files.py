@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import re
 from importlib import import_module
-from pathlib import Path
 
 from memory_admin.lib.registry import Registry
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 DOC = (ROOT / "docs" / "extending.md").read_text(encoding="utf-8")
 
 

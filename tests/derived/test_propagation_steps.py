@@ -26,7 +26,7 @@ from memory_admin.derived.propagation import (
 from memory_admin.lib.registry import AlreadyRegistered
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.models import MemoryRecord
-from tests.conftest import DEADLINE, at, deadline
+from tests.support import DEADLINE, at, deadline
 
 BUILT_IN = ["summaries", "actions", "contexts", "caches", "vectors"]
 
