@@ -28,6 +28,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
 
+Pairs = list[tuple[str, Callable[[], object], Callable[[], object]]]  # (name, slower path, faster path)
+
+
 def best_ms(render: Callable[[], object], repeat: int) -> float:
     """The fastest of `repeat` runs, in milliseconds (the least disturbed by the machine's other work)."""
     best = float("inf")
@@ -114,7 +117,7 @@ def search_hits(n: int) -> list[Any]:
     ]
 
 
-def cases(n: int) -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
+def cases(n: int) -> Pairs:
     """(name, declared, hand-built) for each answer that keeps a hand-built row."""
     from memory_admin.memory.shapes import record_payload
     from memory_admin.shapes.derived import SearchHitSerializer, hit_payload
@@ -153,6 +156,82 @@ def cases(n: int) -> list[tuple[str, Callable[[], object], Callable[[], object]]
     ]
 
 
+def lib_cases(n: int) -> Pairs:
+    """(name, Django's path, lib's path) for what lib/rows.py and lib/prepared.py replace, CPU only: both sides
+    do everything but the round trip (which is the same statement either way)."""
+    from django.db import connection, models
+    from django.db.models.sql import InsertQuery
+
+    from memory_admin.lib import rows
+    from memory_admin.memory import reads
+    from memory_admin.memory.models import MemoryRecord
+
+    loaded = records(n, linked_columns=False)
+    fields = [f for f in MemoryRecord._meta.concrete_fields if not f.primary_key]
+    names = [f.attname for f in MemoryRecord._meta.concrete_fields]
+    tuples = [tuple(r.__dict__.get(name) for name in names) for r in loaded]
+    django_from_db = models.Model.from_db.__func__  # type: ignore[attr-defined]
+    kwargs = [{f.attname: r.__dict__.get(f.attname) for f in fields} for r in loaded]
+
+    def save_sql() -> None:  # what save(force_insert=True) builds on every call
+        for record in loaded:
+            query = InsertQuery(MemoryRecord)
+            query.insert_values(fields, [record])
+            query.get_compiler(connection=connection).as_sql()
+
+    def rows_sql() -> None:  # lib.rows.insert: the statement built once per model, each value prepared
+        for record in loaded:
+            columns, _head = rows._insert_columns(MemoryRecord, False)
+            rows._values(record, columns, True)
+
+    as_of = reads._AS_OF
+    alias = connection.alias
+    values = [
+        {
+            "tenant": 1,
+            "project": r.project.key,
+            "subject": r.subject_id,
+            "predicate": r.predicate,
+            "valid_at": r.valid_from,
+            "known_at": r.recorded_from,
+        }
+        for r in loaded
+    ]
+    template = as_of.template(alias)
+
+    def compiled_each_time() -> None:  # the queryset's path: build, compile
+        for v in values:
+            as_of.build(**v)[:1].query.get_compiler(using=alias).as_sql()
+
+    def prepared() -> None:  # PreparedRead.get's path before execute: the values put in the compiled SQL
+        for v in values:
+            params = list(template.params)
+            for position, name in template.slots:
+                params[position] = as_of._prep(name, v[name], connection)
+
+    return [
+        (
+            "model rows from query rows (from_db)",
+            lambda: [django_from_db(MemoryRecord, alias, names, t) for t in tuples],
+            lambda: [MemoryRecord.from_db(alias, names, t) for t in tuples],
+        ),
+        (
+            "unsaved record (build)",
+            lambda: [MemoryRecord(**k) for k in kwargs],
+            lambda: [rows.build(MemoryRecord, k) for k in kwargs],
+        ),
+        ("record INSERT statement (insert)", save_sql, rows_sql),
+        ("as-of lookup SQL (prepared)", compiled_each_time, prepared),
+    ]
+
+
+def print_table(title: str, left: str, right: str, figures: list[tuple[str, float, float]]) -> None:
+    print(f"\n{title}")
+    print(f"{'':38} {left:>10} {right:>11} {'ratio':>7}")
+    for name, slow, fast in figures:
+        print(f"{name:38} {slow:10.2f} {fast:11.2f} {slow / fast:6.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=1000, help="items rendered per run (default 1000)")
@@ -164,17 +243,28 @@ def main() -> None:
 
     django.setup()
 
-    print(
-        f"Rendering {args.items} items, best of {args.repeat} runs, ms per 1,000 items (load {os.getloadavg()[0]:.2f})"
-    )
-    print(f"{'answer':34} {'declared':>10} {'hand-built':>11} {'ratio':>7}")
     per_thousand = 1000 / args.items
-    for name, declared, hand_built in cases(args.items):
+
+    def figures(pairs: Pairs) -> list[tuple[str, float, float]]:
+        return [
+            (name, best_ms(slow, args.repeat) * per_thousand, best_ms(fast, args.repeat) * per_thousand)
+            for name, slow, fast in pairs
+        ]
+
+    print(f"{args.items} items, best of {args.repeat} runs, ms per 1,000 (load average {os.getloadavg()[0]:.2f})")
+    rendering = cases(args.items)
+    for name, declared, hand_built in rendering:
         if declared() != hand_built():
             sys.exit(f"{name}: the declared fields and the hand-built row render different answers")
-        slow = best_ms(declared, args.repeat) * per_thousand
-        fast = best_ms(hand_built, args.repeat) * per_thousand
-        print(f"{name:34} {slow:10.2f} {fast:11.2f} {slow / fast:6.2f}x")
+    print_table(
+        "Answers: declared serializer fields vs the hand-built row", "declared", "hand-built", figures(rendering)
+    )
+    print_table(
+        "lib/rows.py, lib/prepared.py (CPU, no round trip): Django's path vs lib's",
+        "Django",
+        "lib",
+        figures(lib_cases(args.items)),
+    )
 
 
 if __name__ == "__main__":

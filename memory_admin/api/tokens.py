@@ -16,7 +16,7 @@ from memory_admin.api.serializers import AwareDateTimeField, IsoDateTimeField
 from memory_admin.lib.pagination import NewestFirstCursorPagination
 from memory_admin.lib.schema import CONTROL_FREE_NON_BLANK_TEXT, CONTROL_FREE_TEXT
 from memory_admin.memory import tokens
-from memory_admin.shapes.fields import PrincipalNameField
+from memory_admin.shapes.fields import OmitWhenAbsentMixin, PrincipalNameField
 
 
 class IssueTokenSerializer(serializers.Serializer):
@@ -50,13 +50,17 @@ class TokenSerializer(serializers.Serializer):
     revoke_reason = serializers.CharField(allow_blank=True)
 
 
+class SecretField(OmitWhenAbsentMixin, serializers.CharField):
+    """A token's secret: no stored row has it (IssuedTokenSerializer adds it beside the row)."""
+
+
 class IssuedTokenSerializer(TokenSerializer):
     """A token just issued: the listing's fields plus the secret, which no other answer ever carries."""
 
-    token = serializers.CharField(help_text="the secret: shown in this answer only, never again")
+    token = SecretField(help_text="the secret: shown in this answer only, never again")
 
     def to_representation(self, instance: tuple[ApiToken, str]) -> dict[str, Any]:  # type: ignore[override]
-        row, raw = instance  # the secret travels beside the row (memory.tokens never stores it)
+        row, raw = instance  # the secret travels beside the row: memory.tokens never stores it
         return {**super().to_representation(row), "token": raw}
 
 
