@@ -7,7 +7,8 @@ the answer's data) two ways, and prints the milliseconds per 1,000 items and the
 - hand-built: the row function the serializer renders through (`memory.shapes.record_payload`, ...).
 
 docs/hand-built-rows.md keeps a hand-built row only where the ratio is large on a hot path (record list,
-facts/current, as-of, search). Figures only, never asserted (the machine is shared: read the load column).
+facts/current, as-of, search). Figures only, never asserted; CPU time of this process, with the load
+average printed beside them (the machine may be shared).
 
     make bench-serializers                       # 1,000 items, best of 7 runs each
     make bench-serializers BENCH_ARGS="--items 5000 --repeat 9"
@@ -32,12 +33,14 @@ Pairs = list[tuple[str, Callable[[], object], Callable[[], object]]]  # (name, s
 
 
 def best_ms(render: Callable[[], object], repeat: int) -> float:
-    """The fastest of `repeat` runs, in milliseconds (the least disturbed by the machine's other work)."""
+    """The fastest of `repeat` runs, in milliseconds of this process's CPU time (`process_time`: time spent
+    waiting for a core the machine's other work holds is not counted, so the figures move less on a shared
+    machine than wall-clock ones)."""
     best = float("inf")
     for _ in range(repeat):
-        started = time.perf_counter()
+        started = time.process_time()
         render()
-        best = min(best, time.perf_counter() - started)
+        best = min(best, time.process_time() - started)
     return best * 1000
 
 
