@@ -255,7 +255,7 @@ class ContextLoadSerializer(serializers.Serializer):
 
 
 class LoadedMemorySerializer(serializers.Serializer):
-    """One memory of a context load (a `ContextItem`: its record's id, at the revision loaded)."""
+    """One memory of a context load: its id, at the revision loaded."""
 
     memory_id = serializers.CharField(source="record.memory_id")
     revision = serializers.IntegerField()

@@ -339,7 +339,9 @@ class FactSerializer(serializers.Serializer):
 
 
 class DisputeSerializer(serializers.Serializer):
-    """One dispute: the fact key, its state and the disagreeing values (the API's disputes, MCP `list_disputes`)."""
+    """One dispute: the fact key, its state and the disagreeing values."""
+
+    # The API's disputes and MCP `list_disputes` (dispute_payload).
 
     id = serializers.CharField(source="public_id")
     project_id = serializers.CharField(source="project.key")
