@@ -1,4 +1,4 @@
-# The two commands a newcomer needs: `make run` and `make test`. See README.md.
+# The two commands a newcomer needs: `make run` and `make test`. See README.md and docs/.
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -39,7 +39,7 @@ test: $(STAMP)
 	CACHE_URL="$${cache:-locmem://}" VECTOR_INDEX_PATH="$(TEST_VAR)/vectors" \
 	CELERY_TASK_DEFAULT_QUEUE="tests-$$$$" CACHE_KEY_PREFIX="tests-$$$$" VAR_DIR="$(TEST_VAR)" $(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
-# The write, read and deletion paths again with prepared statements (README "Deploying", step 8): values sent
+# The write, read and deletion paths again with prepared statements (docs/deploying.md, step 8): values sent
 # apart from the SQL, and each statement prepared from its second run on a connection, so SQL PostgreSQL cannot
 # type, or a plan that does not hold for the next tenant, fails here.
 PREPARED_TESTS := tests/test_cas_write_path.py tests/test_cas_race.py tests/test_assert_fact_decision_order.py \
@@ -70,7 +70,7 @@ test-sqlite: $(STAMP)
 smoke: $(STAMP)
 	$(PY) bin/smoke.py
 
-# README "Deploying" run as written (its marked blocks, read from README.md) on a throwaway database, roles and
+# docs/deploying.md run as written (its marked blocks, read from that page) on a throwaway database, roles and
 # ports, then driven over HTTP: sign-in, two tenants, raw SQL as the app role, a recheck by beat, a deletion.
 deploy-check: $(STAMP)
 	$(PY) bin/deploy_check.py
@@ -138,7 +138,7 @@ bench-vectors: $(STAMP)
 	$(PY) bench/vectors.py $(BENCH_ARGS)
 
 # Retrieval quality through GET /search/ for each embedder (recall@1/@5, MRR, stale-in-top-5), embedding cost and
-# query latency, on its own PostgreSQL database (bench/retrieval.py, README "Retrieval").
+# query latency, on its own PostgreSQL database (bench/retrieval.py, docs/retrieval.md).
 .PHONY: bench-retrieval
 bench-retrieval: $(STAMP)
 	@set -euo pipefail; \

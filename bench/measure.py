@@ -147,7 +147,7 @@ def statement_mode() -> str:
 
     options = settings.DATABASES["default"].get("OPTIONS", {})
     if not options.get("server_side_binding"):
-        return "SQL sent with values merged in (client-side binding, Django's default; see README 'Deploying')"
+        return "SQL sent with values merged in (client-side binding, Django's default; see docs/deploying.md)"
     threshold = options.get("prepare_threshold")
     if threshold is None:
         return "server-side binding (DB_SERVER_SIDE_BINDING=1), no statement prepared"

@@ -1,4 +1,4 @@
-"""Row-level security in the bench (README "Row-level security"): with BENCH_APP_ROLE=<role>, the figures are
+"""Row-level security in the bench (docs/deploying.md "Row-level security"): with BENCH_APP_ROLE=<role>, the figures are
 taken as that non-owner role, under the tenant policies, with the bench tenant set — as the web app and the
 workers run in production. Without it the bench connects as DATABASE_URL's role (the owner, a superuser under
 `make bench`), which RLS does not restrict: the two runs give the cost of RLS."""

@@ -1,8 +1,8 @@
-"""README "Deploying", run as written, then driven over HTTP (`make deploy-check`, run by `.ci/run`).
+"""docs/deploying.md, run as written, then driven over HTTP (`make deploy-check`, run by `.ci/run`).
 
 The recipe is not copied here: this script reads the marked blocks (`<!-- deploy:NAME -->` before a ```sh
-block) out of README.md's "Deploying" section and runs each one, in order, with bash, from the repository with
-`.venv/bin` first on PATH. Only step 0 (`deploy:values`, the operator's own values) is not run: this script
+block) out of docs/deploying.md (the page's recipe, before its first `##` section) and runs each one, in order,
+with bash, from the repository with `.venv/bin` first on PATH. Only step 0 (`deploy:values`, the operator's own values) is not run: this script
 gives the same variables throwaway values instead (a new database and two new roles on the server
 `bin/ensure-postgres` found, loopback Redis, a free port, a temporary VAR_DIR), and fails if step 0 names any
 other variable. What a block exports carries over to the next ones. Blocks marked `deploy:service NAME` are
@@ -16,7 +16,7 @@ Then, over HTTP through gunicorn (as a TLS proxy would forward it: `X-Forwarded-
 4. a fact under a field policy with a canonical source (on loopback) is rechecked by beat's sweep on the worker;
 5. a subject deletion is followed to `purge_confirmed_at`, and the other tenant's fact is untouched.
 
-Extra variables this script sets, each one an operator's documented choice (README "Configuration"):
+Extra variables this script sets, each one an operator's documented choice (docs/operations.md "Configuration"):
 RECHECK_SWEEP_SECONDS (beat's sweep every 2 s, not 60), SOURCE_ALLOWED_NETWORKS=127.0.0.1/32 (the test's
 canonical source is on loopback), and a queue name and cache key prefix of this run (Redis is shared with other
 runs on this machine). Everything it made is dropped at the end. Exits non-zero, naming the step, on any failure.
@@ -47,7 +47,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
-README = ROOT / "README.md"
+RECIPE = ROOT / "docs" / "deploying.md"
 BLOCK = re.compile(
     r"<!-- deploy:(?:service (?P<service>[a-z]+)|(?P<name>[a-z-]+)) -->\n(?P<indent>[ ]*)```sh\n(?P<code>.*?)\n(?P=indent)```",
     re.S,
@@ -73,16 +73,19 @@ class Block:
 
 
 def recipe(text: str) -> list[Block]:
-    """The marked blocks of the "Deploying" section, in order."""
-    start = text.index("\n## Deploying\n")
-    end = text.index("\n## ", start + 1)
+    """The marked blocks of docs/deploying.md's recipe (the page up to its first `##` section), in order."""
+    expect(text.startswith("# Deploying\n"), "docs/deploying.md: the page must start with its title, # Deploying")
+    end = text.find("\n## ")
+    part = text if end < 0 else text[:end]
     blocks = [
         Block(m["name"] or m["service"], m["service"], textwrap.dedent(m["indent"] + m["code"]).strip() + "\n")
-        for m in BLOCK.finditer(text[start:end])
+        for m in BLOCK.finditer(part)
     ]
     names = [b.name for b in blocks]
-    expect(names[:1] == ["values"], f"README Deploying: the first marked block must be deploy:values, not {names[:1]}")
-    expect(len(set(names)) == len(names), f"README Deploying: a block name is used twice: {names}")
+    expect(names[:1] == ["values"], f"docs/deploying.md: the first marked block must be deploy:values, not {names[:1]}")
+    expect(len(set(names)) == len(names), f"docs/deploying.md: a block name is used twice: {names}")
+    outside = text.count("<!-- deploy:") - text[: len(part)].count("<!-- deploy:")
+    expect(outside == 0, f"docs/deploying.md: {outside} marked block(s) after the recipe, in a `##` section: never run")
     return blocks
 
 
@@ -319,7 +322,7 @@ def drive(env: dict[str, str], services: Services) -> None:
     web = Web(env["WEB_BIND"])
     wait_until("the sign-in page", lambda: web.request("GET", "/login/")[0] == 200, services)
 
-    # People and agents, with the documented command (README "API tokens"), as the app role.
+    # People and agents, with the documented command (docs/operations.md "API tokens"), as the app role.
     acme = manage(env, "create_principal", "--tenant", "acme", "--name", "agent-7", "--role", "agent")
     globex = manage(env, "create_principal", "--tenant", "globex", "--name", "agent-9", "--role", "agent")
     admin = manage(env, "create_principal", "--tenant", "acme", "--name", "ada", "--role", "admin")
@@ -463,13 +466,14 @@ def check_values_block(block: Block, values: dict[str, str]) -> None:
     named = set(EXPORTED.findall(block.code))
     expect(
         named == set(values),
-        f"README step 0 names {sorted(named)}; this check gives values to {sorted(values)}: make them the same",
+        f"docs/deploying.md: step 0 names {sorted(named)}; this check gives values to {sorted(values)}: "
+        "make them the same",
     )
 
 
 def main() -> int:
     try:
-        blocks = recipe(README.read_text())
+        blocks = recipe(RECIPE.read_text())
     except CheckFailed as failure:
         print(f"deploy-check FAILED: {failure}", file=sys.stderr)
         return 1
@@ -479,7 +483,7 @@ def main() -> int:
     logs.mkdir()
     services = Services(logs)
     started = time.monotonic()
-    print(f"deploy-check: {len(blocks)} blocks from README 'Deploying'; logs in {logs}", flush=True)
+    print(f"deploy-check: {len(blocks)} blocks from docs/deploying.md; logs in {logs}", flush=True)
     try:
         check_values_block(blocks[0], values)
         env = base_environment(values)
@@ -498,7 +502,7 @@ def main() -> int:
     finally:
         services.stop()
         drop_everything(values)
-    print(f"deploy-check: the README recipe deployed and passed every check in {time.monotonic() - started:.0f} s")
+    print(f"deploy-check: the recipe deployed and passed every check in {time.monotonic() - started:.0f} s")
     return 0
 
 

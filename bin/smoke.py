@@ -267,7 +267,7 @@ def delete_through_pages(browser: Browser, subject: str) -> dict[str, Any]:
 
 
 def integrations_answer(base: str, token: str, query: str) -> str:
-    """The newcomer's integrations against this server with the printed token (README "MCP server" and
+    """The newcomer's integrations against this server with the printed token (docs/integrations.md "MCP server" and
     "Python client"): an MCP client over Streamable HTTP at /mcp/ and the Python client read the moved deadline."""
     import asyncio
 

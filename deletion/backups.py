@@ -18,7 +18,7 @@ from deletion.models import Backup
 
 def backup_credentials(db: dict[str, Any]) -> tuple[str, str]:
     """pg_dump and pg_restore log in as BACKUP_DATABASE_USER when set: the owner, who sees every tenant. The
-    app role cannot dump the tenant tables (row-level security; README "Row-level security")."""
+    app role cannot dump the tenant tables (row-level security; docs/deploying.md "Row-level security")."""
     if settings.BACKUP_DATABASE_USER:
         return settings.BACKUP_DATABASE_USER, settings.BACKUP_DATABASE_PASSWORD
     return str(db.get("USER") or "postgres"), str(db.get("PASSWORD") or "")

@@ -12,7 +12,7 @@ app = Celery("memory_admin")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
-# The tenant travels with the task (README "Row-level security"): the one current when the task is sent goes
+# The tenant travels with the task (docs/deploying.md "Row-level security"): the one current when the task is sent goes
 # in a message header, and the worker acts for it while the task body runs, then restores what it had before
 # (an eager task runs inside its caller). A task sent with no tenant (the beat sweeps) runs with none and
 # crosses tenants only through accounts.tenancy.for_each_tenant.

@@ -1,10 +1,10 @@
-"""gunicorn's settings for the production profile (README "Deploying"):
+"""gunicorn's settings for the production profile (docs/deploying.md):
 
     gunicorn -c python:memory_admin.gunicorn_conf --bind 0.0.0.0:8000 memory_admin.wsgi
 
 The access log names the method, the path, the status, the size and the time: never the query string
 (`%(q)s`), the request line (`%(r)s`, which carries it) or the Referer (`%(f)s`, the previous page's full
-URL), since a subject id or a search text sits there (README "What is logged"). Paths hold only ids the
+URL), since a subject id or a search text sits there (docs/operations.md "What is logged"). Paths hold only ids the
 product generated (memory ids, request ids). Workers: gunicorn reads WEB_CONCURRENCY; trusted proxies:
 FORWARDED_ALLOW_IPS.
 """

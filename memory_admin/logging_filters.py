@@ -1,4 +1,4 @@
-"""Keeps memory content out of the product's own logs (README "What is logged").
+"""Keeps memory content out of the product's own logs (docs/operations.md "What is logged").
 
 A log file is an unmanaged copy: nothing deletes a subject from it. So the records the web server and
 the workers write carry route paths, status codes, the ids the product generated and exception types,

@@ -44,7 +44,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_celery_beat",
-    # Login lockout (failed sign-ins per account and per address); see "Throttling and lockout" in README.
+    # Login lockout (failed sign-ins per account and per address); see docs/operations.md "Throttling and lockout".
     "axes",
     "memory_admin.accounts",
     "memory_admin.memory",
@@ -147,7 +147,7 @@ else:
             )
         DATABASES["default"]["OPTIONS"]["prepare_threshold"] = envint("DB_PREPARE_THRESHOLD", 5, minimum=1)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-# PostgreSQL, two roles (README "Row-level security", "Deploying"): `migrate` runs as the owner of the tables
+# PostgreSQL, two roles (docs/deploying.md and its "Row-level security"): `migrate` runs as the owner of the tables
 # (DATABASE_URL naming the owner), and when DATABASE_APP_ROLE names the role the web app and the workers
 # connect as, it grants that role DML on the tables and sequences (memory_admin/rls/policies.py). The app role
 # must own nothing and bypass nothing, so the tenant policies hold for it. DATABASE_APP_ROLE_TRUNCATE adds
@@ -239,7 +239,7 @@ for _entry in SOURCE_ALLOWED_HOSTS:
     except ValueError as _exc:
         raise ImproperlyConfigured(f"SOURCE_ALLOWED_HOSTS: {_exc}") from None
 # Where each allowed secret may be sent: the tenants (slugs) and URL prefixes (scheme, host, port, path) it is
-# bound to, as JSON (README "Canonical sources"). A secret named by no binding is sent nowhere.
+# bound to, as JSON (docs/canonical-sources.md). A secret named by no binding is sent nowhere.
 try:
     SOURCE_SECRET_BINDINGS = parse_secret_bindings(envstr("SOURCE_SECRET_BINDINGS", "{}"))
 except ValueError as _exc:
@@ -273,7 +273,7 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 
 # --- Vector index (LanceDB, embedded on local or shared disk) -----------------------------------
 VECTOR_INDEX_PATH = envstr("VECTOR_INDEX_PATH", str(VAR_DIR / "vectors"))
-# The search embedder (memory_admin/derived/embedding.py, README "Retrieval"): multilingual (two small models whose
+# The search embedder (memory_admin/derived/embedding.py, docs/retrieval.md): multilingual (two small models whose
 # scores are averaged), e5, use, or hashing (lexical, no model). One that cannot load falls back to hashing, said
 # on the overview and in every search answer.
 EMBEDDER = envstr("EMBEDDER", "multilingual")
@@ -387,7 +387,7 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
-# --- Logging: what the product itself logs (README "What is logged") -------------------------------
+# --- Logging: what the product itself logs (docs/operations.md "What is logged") -------------------------------
 # Request lines lose their query strings (a subject id or a search text sits there), django.request
 # records lose the request object (a handler could render its GET/POST/META), exceptions keep their
 # frames and type but not their message (a database error quotes the row), and the worker logs no task
@@ -432,7 +432,7 @@ LOGGING = {
     },
 }
 
-# --- Production profile (README "Deploying") ----------------------------------------------------------
+# --- Production profile (docs/deploying.md) ----------------------------------------------------------
 # DEBUG=0 is the one switch: cookies only over https, HSTS, and plain http redirected to https. Each
 # setting can still be overridden by its variable. `make run` (DEBUG on) keeps plain http on loopback.
 # The Content Security Policy is the same in both, so the pages and the browser tests run under the

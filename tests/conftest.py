@@ -320,7 +320,7 @@ def body(assertion: Assertion) -> dict[str, Any]:
 @pytest.fixture
 def bind_secret(settings):
     """bind_secret(NAME, url_prefix, ..., tenants=("acme",)): the operator's SOURCE_SECRET_BINDINGS entry for one
-    secret variable (README "Canonical sources"), parsed as settings.py parses it."""
+    secret variable (docs/canonical-sources.md), parsed as settings.py parses it."""
     import json
 
     from memory_admin.lib.source_settings import parse_secret_bindings

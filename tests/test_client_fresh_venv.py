@@ -1,5 +1,5 @@
 """`pip install ./integrations/python` in a FRESH virtual environment (no Django, nothing of this project),
-then one call against the live server — the "use the client in a script" path of the README.
+then one call against the live server — the "use the client in a script" path of docs/integrations.md.
 
 This test builds a venv and lets pip fetch the client's one dependency (httpx) and the build backend
 (setuptools) from the package index configured for pip; it is the one test of the suite that needs that.

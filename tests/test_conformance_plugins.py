@@ -1,5 +1,5 @@
 """Conformance targets others plug in: a third-party package installed with pip adds a target through the
-`memory_governance.conformance_targets` entry point (the README's example, as written), and broken entry points
+`memory_governance.conformance_targets` entry point (docs/conformance.md's example, as written), and broken entry points
 are skipped with their reasons without breaking the command or the page."""
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ ROOT = Path(__file__).resolve().parent.parent
 BUILT_IN = ["this", "langgraph-inmemory", "langmem", "vector-ttl"]
 
 
-def readme_blocks() -> dict[str, str]:
-    """The code blocks of the README's "Add your memory system", by language (the first of each)."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("\n### Add your memory system\n", 1)[1].split("\n## ", 1)[0]
+def docs_blocks() -> dict[str, str]:
+    """The code blocks of docs/conformance.md's "Add your memory system", by language (the first of each)."""
+    page = (ROOT / "docs" / "conformance.md").read_text(encoding="utf-8")
+    section = page.split("\n## Add your memory system\n", 1)[1].split("\n## ", 1)[0]
     blocks: dict[str, str] = {}
     for chunk in section.split("```")[1::2]:
         language, _, body = chunk.partition("\n")
@@ -42,9 +42,9 @@ def readme_blocks() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def installed_example(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The README's example package built and installed by pip, offline, into a directory of its own (what a
+    """The docs' example package built and installed by pip, offline, into a directory of its own (what a
     user's site-packages would hold: the module and its .dist-info with entry_points.txt)."""
-    blocks = readme_blocks()
+    blocks = docs_blocks()
     source = tmp_path_factory.mktemp("acme-memory-conformance")
     (source / "pyproject.toml").write_text(blocks["toml"], encoding="utf-8")
     (source / "acme_memory_conformance.py").write_text(blocks["python"], encoding="utf-8")

@@ -1,4 +1,4 @@
-"""The production profile (README "Deploying"), exercised as far as one machine can: `check --deploy` under
+"""The production profile (docs/deploying.md), exercised as far as one machine can: `check --deploy` under
 DEBUG=0, and gunicorn started with the documented command and variables on a loopback port, reading the
 test database, serving the collected static files through whitenoise, behind a (simulated) TLS proxy."""
 
@@ -35,7 +35,7 @@ SECRET_SUBJECT = "subject-in-the-query-4711"
 
 
 def _production_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    """What README "Deploying" tells an operator to set, pointed at this test's database and folders."""
+    """What docs/deploying.md tells an operator to set, pointed at this test's database and folders."""
     env = {
         **os.environ,
         "DEBUG": "0",
@@ -86,7 +86,7 @@ def _gunicorn(env: dict[str, str], log_path: Path) -> Iterator[int]:
     port = _free_port()
     with log_path.open("wb") as log:
         server = subprocess.Popen(
-            # The command README "Deploying" documents, with one worker and a loopback port.
+            # The command docs/deploying.md documents, with one worker and a loopback port.
             [
                 sys.executable,
                 "-m",

@@ -1,4 +1,4 @@
-"""README "Deploying" is the recipe `make deploy-check` runs (bin/deploy_check.py reads its marked blocks): the
+"""docs/deploying.md is the recipe `make deploy-check` runs (bin/deploy_check.py reads its marked blocks): the
 blocks are there, in the order an operator runs them, step 0 names exactly the variables the check gives
 throwaway values to, and each block uses no variable that step 0, an earlier block or the check does not set."""
 
@@ -13,6 +13,7 @@ from types import ModuleType
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+RECIPE = ROOT / "docs" / "deploying.md"
 
 
 def _deploy_check() -> ModuleType:
@@ -24,9 +25,9 @@ def _deploy_check() -> ModuleType:
     return module
 
 
-def test_the_readme_recipe_has_every_step_in_order() -> None:
+def test_the_recipe_has_every_step_in_order() -> None:
     check = _deploy_check()
-    blocks = check.recipe((ROOT / "README.md").read_text())
+    blocks = check.recipe(RECIPE.read_text())
     assert [(b.name, b.service) for b in blocks] == [
         ("values", None),
         ("roles", None),
@@ -46,7 +47,7 @@ def test_the_readme_recipe_has_every_step_in_order() -> None:
 
 def test_step_0_names_exactly_the_variables_the_check_sets_and_no_block_uses_another(tmp_path: Path) -> None:
     check = _deploy_check()
-    blocks = check.recipe((ROOT / "README.md").read_text())
+    blocks = check.recipe(RECIPE.read_text())
     values = {name: "x" for name in check.EXPORTED.findall(blocks[0].code)}
     check.check_values_block(blocks[0], values)
     with pytest.raises(check.CheckFailed, match="step 0 names"):
@@ -60,6 +61,14 @@ def test_step_0_names_exactly_the_variables_the_check_sets_and_no_block_uses_ano
 
 def test_a_recipe_without_its_values_block_is_refused() -> None:
     check = _deploy_check()
-    text = (ROOT / "README.md").read_text().replace("<!-- deploy:values -->", "")
+    text = RECIPE.read_text().replace("<!-- deploy:values -->", "")
     with pytest.raises(check.CheckFailed, match="deploy:values"):
+        check.recipe(text)
+
+
+def test_a_marked_block_moved_out_of_the_recipe_is_refused() -> None:
+    """A block under a later `##` section would never run: the check says so rather than skip it."""
+    check = _deploy_check()
+    text = RECIPE.read_text() + "\n## Later\n\n<!-- deploy:extra -->\n```sh\necho never run\n```\n"
+    with pytest.raises(check.CheckFailed, match="after the recipe"):
         check.recipe(text)

@@ -383,19 +383,19 @@ def test_langmem_memory_tools_work_over_the_store(personas: Personas) -> None:
     assert store.get(namespace, memory_key) is None  # expired, kept as history
 
 
-def _readme_example(section: str) -> str:
-    """The first ```python block of the README section `section`."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    body = readme.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+def _docs_example(section: str) -> str:
+    """The first ```python block of the section `section` of docs/integrations.md."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "integrations.md").read_text()
+    body = page.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
     return body.split("```python\n", 1)[1].split("```", 1)[0]
 
 
 @pytest.mark.parametrize("section", ["Python client", "LangGraph store"])
-def test_the_readme_examples_run_against_the_demo(section: str, live_server: Any, capsys: Any) -> None:
-    """A newcomer's path: `make run`'s demo data and printed agent token, the README's code as written."""
+def test_the_docs_examples_run_against_the_demo(section: str, live_server: Any, capsys: Any) -> None:
+    """A newcomer's path: `make run`'s demo data and printed agent token, the docs' code as written."""
     token = seed_demo(subjects=10)["agent_token"]
-    code = _readme_example(section).replace("http://127.0.0.1:8000", live_server.url)
+    code = _docs_example(section).replace("http://127.0.0.1:8000", live_server.url)
     code = code.replace("mga_…the printed token…", token)
-    exec(compile(code, f"README.md ({section})", "exec"), {"__name__": "readme"})
+    exec(compile(code, f"docs/integrations.md ({section})", "exec"), {"__name__": "docs"})
     printed = capsys.readouterr().out
     assert "2026-11-02T17:00:00+09:00" in printed  # the moved deadline, as the demo tells it

@@ -1,4 +1,4 @@
-"""What the product itself logs carries no memory content (README "What is logged"): request lines lose
+"""What the product itself logs carries no memory content (docs/operations.md "What is logged"): request lines lose
 their query strings, failed requests lose their body and the exception's message, and the worker logs no
 task arguments or results."""
 

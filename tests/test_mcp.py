@@ -359,7 +359,7 @@ def test_the_sdk_client_without_a_token_cannot_connect(live_server):
         async with over_http(live_server.url, None) as client:
             await client.list_tools()
 
-    # What README "MCP server" tells users the SDK shows for the 401: an MCPError inside exception groups.
+    # What docs/integrations.md "MCP server" tells users the SDK shows for the 401: an MCPError inside exception groups.
     with pytest.raises(BaseExceptionGroup) as caught:
         run(session)
 
@@ -478,7 +478,7 @@ def test_acknowledging_an_unknown_notice_says_where_the_ids_come_from(live_serve
 
 def test_a_throttled_call_answers_the_products_shape_with_retry_after_as_data(live_server, agent, settings):
     """Issue 31: the wait was only in prose. The result carries `retry_after` (whole seconds) and a next step, and
-    the HTTP answer a Retry-After header (the JSON-RPC result stays a 200: see README "MCP server")."""
+    the HTTP answer a Retry-After header (the JSON-RPC result stays a 200: see docs/integrations.md "MCP server")."""
     rates = dict(settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"])
     rates = {scope: "100000/min" for scope in rates} | {"writes": "1/min"}
     settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates}

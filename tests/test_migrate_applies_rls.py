@@ -1,4 +1,4 @@
-"""`migrate` alone makes a database safe for the app role (README "Deploying", step 1; issue 28).
+"""`migrate` alone makes a database safe for the app role (docs/deploying.md, step 1; issue 28).
 
 A brand-new database, migrated by the documented command and nothing else (`DATABASE_URL=<owner>
 DATABASE_APP_ROLE=<app role> python manage.py migrate`, in its own process), then read as the app role with raw
@@ -117,7 +117,7 @@ def test_a_database_migrated_by_the_documented_command_alone_keeps_tenants_apart
         for table in ("memory_memoryrecord", "memory_auditevent", "derived_summarybase", "accounts_tenant"):
             assert {(table, p) for p in ("SELECT", "INSERT", "UPDATE", "DELETE")} <= granted, table
         assert not any(privilege == "TRUNCATE" for _, privilege in granted)  # the test-only grant is not made
-        # Two tenants' rows, written as the owner (a superuser here, or BYPASSRLS in the README's recipe).
+        # Two tenants' rows, written as the owner (a superuser here, or BYPASSRLS in docs/deploying.md's recipe).
         a, b = (
             _rows(
                 owner,

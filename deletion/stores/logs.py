@@ -28,7 +28,7 @@ UNTAGGED_CHUNK = 5000  # untagged line ids per statement (SQLite allows 32,766 p
 
 # Which logs this store answers for, named in every verification (the report shows them): the product's
 # event lines are redacted here; the server's own logs are kept free of content by configuration instead
-# (README "What is logged"), so there is nothing of the subject in them to delete.
+# (docs/operations.md "What is logged"), so there is nothing of the subject in them to delete.
 LOG_STORES = {
     "covered": ["events: raw conversation lines the agents sent (this store redacts them)"],
     "not_covered": [
@@ -36,7 +36,7 @@ LOG_STORES = {
         "application error logs (django.request): path, exception type and frames, no request or message",
         "worker logs (Celery): task names and ids, no arguments or results",
     ],
-    "why_not_covered": "configured to carry no memory content; see README 'What is logged'",
+    "why_not_covered": "configured to carry no memory content; see docs/operations.md 'What is logged'",
 }
 
 

@@ -27,7 +27,7 @@ class IsAdminRole(HasRole):
 
 
 class IsAdminRoleOrComplianceReading(BasePermission):
-    """Admins read and change; compliance staff read everything and change nothing (PRODUCT.md, README)."""
+    """Admins read and change; compliance staff read everything and change nothing (PRODUCT.md, docs/dashboard.md)."""
 
     def has_permission(self, request: Request, view: Any) -> bool:
         if not IsTenantMember().has_permission(request, view):

@@ -4,7 +4,7 @@ Every tenant-owned table carries a policy `tenant_id = NULLIF(current_setting('a
 under FORCE ROW LEVEL SECURITY (memory_admin/rls), and the web processes and workers connect as a role that
 neither owns the tables nor bypasses RLS. So a query sees, and may write, only the rows of the tenant set
 here; with no tenant set it sees nothing. On SQLite there is no such enforcement: the application's own
-filters are the isolation (single-tenant trust, README "Row-level security").
+filters are the isolation (single-tenant trust, docs/deploying.md "Row-level security").
 
 Who sets it:
 - API requests: the bearer token's principal (accounts/auth.py); dashboard and session API requests: the

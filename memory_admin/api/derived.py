@@ -364,7 +364,7 @@ class InvalidationViewSet(viewsets.ViewSet):
 
 class SearchQuerySerializer(ContextOnReadSerializer):
     project_id = IdentifierField("project_id", required=False)
-    # Filters, pushed into the index query and re-checked on the records (README "Retrieval").
+    # Filters, pushed into the index query and re-checked on the records (docs/retrieval.md).
     subject_id = IdentifierField("subject_id", required=False)
     predicate = IdentifierField("predicate", required=False)
     q = serializers.CharField(max_length=2000)
@@ -373,7 +373,7 @@ class SearchQuerySerializer(ContextOnReadSerializer):
 
 
 class EmbedderSerializer(serializers.Serializer):
-    name = serializers.CharField(help_text="the embedder that ranked the hits (README Retrieval)")
+    name = serializers.CharField(help_text="the embedder that ranked the hits (docs/retrieval.md)")
     fallback = serializers.BooleanField(
         help_text="true when the configured model could not load and the lexical hashing embedder ranked them"
     )

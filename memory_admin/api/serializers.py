@@ -110,7 +110,7 @@ class FieldPolicySerializer(serializers.ModelSerializer):
                 }
             ],
             "description": 'null, {"connector": "manual"}, or an http_json source whose URL this server may fetch '
-            "(README, field policies).",
+            "(docs/canonical-sources.md).",
         }
     }
 

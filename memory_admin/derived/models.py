@@ -412,7 +412,7 @@ class ExportFile(models.Model):
 
 
 class PendingVector(models.Model):
-    """A record whose vector entry is not written yet (read-your-writes for search, README "Retrieval").
+    """A record whose vector entry is not written yet (read-your-writes for search, docs/retrieval.md).
 
     Written in the transaction that wrote the record (the `records_changed` hook, `propagation.mark_pending`), and
     deleted by `tasks.refresh_record_vectors` once the entry is in the index. Until then `search` matches the record

@@ -1,7 +1,7 @@
 """Retrieval as an agent sees it: top-k from the vector index, merged with the records not yet embedded, filtered
 to usable records by default.
 
-What a hit's `score` and `rank` mean (README "Retrieval", the one place they are documented):
+What a hit's `score` and `rank` mean (docs/retrieval.md, the one place they are documented):
 
 * A hit the index proposed (`match="vector"`) scores the cosine similarity of the query's and the record's
   embeddings, in [-1, 1], higher is closer (LanceDB answers the cosine distance 1 - cos; `vectors.Hit` turns it

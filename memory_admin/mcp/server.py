@@ -124,7 +124,8 @@ def _run(caller: Caller, name: str, arguments: dict[str, Any]) -> tools.Answer:
             except (DomainError, exceptions.APIException) as exc:
                 answer = tools.refusal(exc, tool=name)
             except Exception as exc:
-                # The type only: a database error's message quotes the row it refused (README "What is logged").
+                # The type only: a database error's message quotes the row it refused
+                # (docs/operations.md "What is logged").
                 log.error("MCP tool %s failed: %s", name, type(exc).__name__)
                 answer = tools.failure(tool=name)
         try:

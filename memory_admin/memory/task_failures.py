@@ -38,7 +38,7 @@ def record_failure(
     was already recorded within REPEAT_AFTER. Never raises: the sweep that calls it must go on."""
     now = now or timezone.now()
     detail = f"{type(error).__name__}: {error}"
-    # The log gets the exception's type only (its message may quote content; README "What is logged"); the
+    # The log gets the exception's type only (its message may quote content; docs/operations.md "What is logged"); the
     # message is kept in the tenant's task.failed audit event.
     logger.error("%s failed on %s %s (tenant %s): %s", task, object_type, object_id, tenant_id, type(error).__name__)
     try:

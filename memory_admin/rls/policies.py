@@ -223,7 +223,7 @@ def _is_owner(conn: BaseDatabaseWrapper) -> bool:
 def on_post_migrate(sender: Any, using: str = "default", **kwargs: Any) -> None:
     conn = connections[using]
     if conn.vendor != "postgresql":
-        return  # SQLite: the application's filters are the isolation (README "Row-level security")
+        return  # SQLite: the application's filters are the isolation (docs/deploying.md "Row-level security")
     if not _is_owner(conn):
         # The app role after a test flush: it cannot change policies, and it must not need to.
         missing = tables_without_forced_policy(conn)

@@ -101,7 +101,7 @@ def hit_payload(hit: search.SearchHit) -> dict[str, Any]:
         "value": record.value,
         "status": record.status,
         "revision": record.revision,
-        # README "Retrieval": cosine similarity in [-1, 1] for a vector hit, null for a keyword match (not embedded
+        # docs/retrieval.md: cosine similarity in [-1, 1] for a vector hit, null for a keyword match (not embedded
         # yet); `rank` is the 1-based place in the answer (reciprocal-rank fusion of the two).
         "score": round(hit.score, 6) if hit.score is not None else None,
         "match": hit.match,

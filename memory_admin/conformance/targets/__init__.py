@@ -3,7 +3,7 @@
 A target turns a case's history into its own store (`session(case, source, source_url)`), and answers the probe
 agent's questions the way that setup answers an agent (`Session.read_fact` etc.). The built-in targets are the
 modules of this package; anyone else's memory system is one module of their own package, named in the entry-point
-group `memory_governance.conformance_targets` (README, "Conformance suite": "Add your memory system"). The
+group `memory_governance.conformance_targets` (docs/conformance.md "Add your memory system"). The
 command and the page list the registry. A broken entry point (it does not import, names no `Target`, or claims a
 name already taken) is skipped and kept in `problems()`, with its reason, for the command and the page to show.
 """
