@@ -123,6 +123,13 @@ bench-onboarding: $(STAMP)
 	db_url=$$(bin/ensure-postgres); \
 	DATABASE_URL="$${db_url%/*}/memory_admin_bench_onboarding" $(PY) bench/onboarding.py $(BENCH_ARGS)
 
+# Answers rendered by their declared serializer fields vs the hand-built rows kept on hot paths, and what lib/rows.py
+# and lib/prepared.py save against Django's own path, CPU only, no database (bench/serializers.py,
+# docs/hand-built-rows.md).
+.PHONY: bench-serializers
+bench-serializers: $(STAMP)
+	$(PY) bench/serializers.py $(BENCH_ARGS)
+
 # The MCP tool `recall` over Streamable HTTP next to the API call it wraps (bench/mcp_recall.py).
 bench-mcp: $(STAMP)
 	@set -euo pipefail; \

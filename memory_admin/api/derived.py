@@ -23,15 +23,14 @@ from memory_admin.api.serializers import (
     DerivedFromSerializer,
     IdentifierField,
     IsoDateTimeField,
-    SourceOutSerializer,
 )
 from memory_admin.derived import lineage, search
 from memory_admin.derived.lineage import BaseRef
-from memory_admin.derived.models import ContextLoad, Event, EventSubject, Invalidation, ScheduledAction, Summary
+from memory_admin.derived.models import ContextLoad, Event, EventSubject, ScheduledAction, Summary
 from memory_admin.lib.throttling import SEARCH
 from memory_admin.memory.errors import Tombstoned
-from memory_admin.memory.reads import FRESHNESS
-from memory_admin.shapes.derived import embedder_payload, hit_payload, invalidation_payload
+from memory_admin.shapes.derived import InvalidationOutSerializer, SearchHitSerializer, embedder_payload
+from memory_admin.shapes.fields import IsSetField, PrincipalNameField
 
 
 def _iso(moment: Any) -> str | None:
@@ -54,41 +53,31 @@ class EventSerializer(serializers.Serializer):
     subject_ids = serializers.ListField(child=IdentifierField("subject_id"), max_length=100, default=list)
 
 
-def event_payload(event: Event) -> dict[str, Any]:
-    return {
-        "id": event.public_id,
-        "project_id": event.project.key,
-        "session_id": event.session_id,
-        "actor": event.actor,
-        "text": "" if event.redacted_at else event.text,
-        "redacted": bool(event.redacted_at),
-        "occurred_at": _iso(event.occurred_at),
-        "subject_ids": event.subject_ids,
-        "recorded_at": _iso(event.recorded_at),
-    }
-
-
 class EventListQuerySerializer(serializers.Serializer):
     project_id = IdentifierField("project_id", required=False)
     session_id = serializers.CharField(required=False, max_length=200)
     subject_id = IdentifierField("subject_id", required=False)
 
 
-class EventOutSerializer(serializers.Serializer):
-    """One event of the log store (rendered by event_payload); a redacted event shows no text."""
+class EventTextField(serializers.CharField):
+    """An event's text; blank once the event is redacted."""
 
-    id = serializers.CharField()
-    project_id = serializers.CharField()
+    def get_attribute(self, instance: Event) -> str:
+        return "" if instance.redacted_at else instance.text
+
+
+class EventOutSerializer(serializers.Serializer):
+    """One event of the log store; a redacted event shows no text."""
+
+    id = serializers.CharField(source="public_id")
+    project_id = serializers.CharField(source="project.key")
     session_id = serializers.CharField()
     actor = serializers.CharField()
-    text = serializers.CharField(allow_blank=True)
-    redacted = serializers.BooleanField()
+    text = EventTextField(allow_blank=True, source="*")
+    redacted = IsSetField(source="redacted_at")
     occurred_at = IsoDateTimeField()
     subject_ids = serializers.ListField(child=serializers.CharField())
     recorded_at = IsoDateTimeField()
-
-    def to_representation(self, instance: Event) -> dict[str, Any]:
-        return event_payload(instance)
 
 
 class EventViewSet(viewsets.GenericViewSet):
@@ -135,27 +124,11 @@ class SummaryInSerializer(serializers.Serializer):
     kind = serializers.CharField(max_length=50, default="text")
 
 
-def summary_payload(summary: Summary) -> dict[str, Any]:
-    return {
-        "id": summary.public_id,
-        "project_id": summary.project.key,
-        "kind": summary.kind,
-        "text": summary.text,
-        "derived_from": summary.derived_from,
-        "status": summary.status,
-        "status_reason": summary.status_reason,
-        "status_changed_at": _iso(summary.status_changed_at),
-        "created_at": _iso(summary.created_at),
-        "created_by": summary.created_by.name or summary.created_by.username,
-        "replaces": summary.replaces.public_id if summary.replaces_id else None,  # type: ignore[union-attr]
-    }
-
-
 class SummaryOutSerializer(serializers.Serializer):
-    """One summary (rendered by summary_payload)."""
+    """One summary."""
 
-    id = serializers.CharField()
-    project_id = serializers.CharField()
+    id = serializers.CharField(source="public_id")
+    project_id = serializers.CharField(source="project.key")
     kind = serializers.CharField()
     text = serializers.CharField(allow_blank=True)
     derived_from = serializers.JSONField()
@@ -163,11 +136,8 @@ class SummaryOutSerializer(serializers.Serializer):
     status_reason = serializers.CharField(allow_blank=True)
     status_changed_at = IsoDateTimeField(allow_null=True)
     created_at = IsoDateTimeField()
-    created_by = serializers.CharField()
-    replaces = serializers.CharField(allow_null=True)
-
-    def to_representation(self, instance: Summary) -> dict[str, Any]:
-        return summary_payload(instance)
+    created_by = PrincipalNameField()
+    replaces = serializers.CharField(source="replaces.public_id", allow_null=True)
 
 
 class SummaryViewSet(viewsets.ViewSet):
@@ -211,27 +181,11 @@ class ConfirmSerializer(serializers.Serializer):
     payload = serializers.JSONField(required=False)
 
 
-def action_payload(item: ScheduledAction) -> dict[str, Any]:
-    return {
-        "id": item.public_id,
-        "project_id": item.project.key,
-        "kind": item.kind,
-        "payload": item.payload,
-        "due_at": _iso(item.due_at),
-        "derived_from": item.derived_from,
-        "status": item.status,
-        "status_reason": item.status_reason,
-        "status_changed_at": _iso(item.status_changed_at),
-        "agent_id": item.agent.name,
-        "created_at": _iso(item.created_at),
-    }
-
-
 class ActionOutSerializer(serializers.Serializer):
-    """One scheduled action (rendered by action_payload)."""
+    """One scheduled action."""
 
-    id = serializers.CharField()
-    project_id = serializers.CharField()
+    id = serializers.CharField(source="public_id")
+    project_id = serializers.CharField(source="project.key")
     kind = serializers.CharField()
     payload = serializers.JSONField()
     due_at = IsoDateTimeField()
@@ -239,11 +193,8 @@ class ActionOutSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=ScheduledAction.Status.choices)
     status_reason = serializers.CharField(allow_blank=True)
     status_changed_at = IsoDateTimeField(allow_null=True)
-    agent_id = serializers.CharField()
+    agent_id = serializers.CharField(source="agent.name")
     created_at = IsoDateTimeField()
-
-    def to_representation(self, instance: ScheduledAction) -> dict[str, Any]:
-        return action_payload(instance)
 
 
 class ScheduledActionViewSet(viewsets.ViewSet):
@@ -303,53 +254,33 @@ class ContextLoadSerializer(serializers.Serializer):
     expires_at = AwareDateTimeField()
 
 
-def context_payload(load: ContextLoad) -> dict[str, Any]:
-    return {
-        "id": load.public_id,
-        "agent_id": load.agent.name,
-        "session_id": load.session_id,
-        "loaded_at": _iso(load.loaded_at),
-        "expires_at": _iso(load.expires_at),
-        "memories": [{"memory_id": i.record.memory_id, "revision": i.revision} for i in load.items.all()],
-        "open_invalidations": [n.public_id for n in load.invalidations.all() if n.acknowledged_at is None],
-    }
-
-
 class LoadedMemorySerializer(serializers.Serializer):
-    memory_id = serializers.CharField()
+    """One memory of a context load: its id, at the revision loaded."""
+
+    memory_id = serializers.CharField(source="record.memory_id")
     revision = serializers.IntegerField()
+
+
+class OpenInvalidationsField(serializers.ListField):
+    """The ids of a context load's notices not acknowledged yet (from its prefetched invalidations)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(child=serializers.CharField(), **kwargs)
+
+    def get_attribute(self, instance: ContextLoad) -> list[str]:
+        return [n.public_id for n in instance.invalidations.all() if n.acknowledged_at is None]
 
 
 class ContextLoadOutSerializer(serializers.Serializer):
-    """One registered context load (rendered by context_payload)."""
+    """One registered context load."""
 
-    id = serializers.CharField()
-    agent_id = serializers.CharField()
+    id = serializers.CharField(source="public_id")
+    agent_id = serializers.CharField(source="agent.name")
     session_id = serializers.CharField()
     loaded_at = IsoDateTimeField()
     expires_at = IsoDateTimeField()
-    memories = LoadedMemorySerializer(many=True)
-    open_invalidations = serializers.ListField(child=serializers.CharField())
-
-    def to_representation(self, instance: ContextLoad) -> dict[str, Any]:
-        return context_payload(instance)
-
-
-class InvalidationOutSerializer(serializers.Serializer):
-    """One invalidation notice (rendered by invalidation_payload)."""
-
-    id = serializers.CharField()
-    memory_id = serializers.CharField()
-    revision = serializers.IntegerField()
-    session_id = serializers.CharField()
-    context_load_id = serializers.CharField()
-    reason = serializers.CharField(allow_blank=True)
-    current_memory_id = serializers.CharField(allow_null=True)
-    created_at = IsoDateTimeField()
-    acknowledged_at = IsoDateTimeField(allow_null=True)
-
-    def to_representation(self, instance: Invalidation) -> dict[str, Any]:
-        return invalidation_payload(instance)
+    memories = LoadedMemorySerializer(source="items.all", many=True)
+    open_invalidations = OpenInvalidationsField(source="*")
 
 
 @extend_schema_serializer(many=False)  # one object, though served by a `list` route
@@ -439,47 +370,6 @@ class SearchQuerySerializer(ContextOnReadSerializer):
     q = serializers.CharField(max_length=2000)
     k = serializers.IntegerField(min_value=1, max_value=100, default=10)
     include = serializers.ChoiceField(choices=["usable", "all"], default="usable")
-
-
-class SearchHitSerializer(serializers.Serializer):
-    """One retrieval hit (rendered by hit_payload)."""
-
-    memory_id = serializers.CharField()
-    project_id = serializers.CharField()
-    subject_id = serializers.CharField()
-    predicate = serializers.CharField()
-    value = serializers.JSONField()
-    status = serializers.CharField()
-    revision = serializers.IntegerField()
-    score = serializers.FloatField(
-        allow_null=True,
-        help_text="Cosine similarity of the query's and the record's embeddings, in [-1, 1], higher is closer; "
-        'null for a keyword match (`match: "keyword"`: written a moment ago, not embedded yet).',
-    )
-    match = serializers.ChoiceField(
-        choices=[search.Match.VECTOR, search.Match.KEYWORD],
-        help_text="vector: proposed by the vector index; keyword: not embedded yet, matched by the query's words.",
-    )
-    rank = serializers.IntegerField(
-        min_value=1, help_text="1-based place in the answer (reciprocal-rank fusion of vector and keyword hits)."
-    )
-    usable = serializers.BooleanField()
-    current_memory_id = serializers.CharField(allow_null=True)
-    current_value = serializers.JSONField(allow_null=True)
-    reason_code = serializers.CharField(allow_null=True)
-    reason = serializers.CharField(allow_null=True)
-    valid_from = IsoDateTimeField()
-    valid_to = IsoDateTimeField(allow_null=True)
-    recheck_after = IsoDateTimeField(allow_null=True)
-    source = SourceOutSerializer()  # type: ignore[assignment]
-    freshness = serializers.ChoiceField(choices=list(FRESHNESS), allow_null=True)
-    last_verified_at = IsoDateTimeField(allow_null=True)
-    last_verified_value = serializers.JSONField(allow_null=True)
-    caveat = serializers.CharField(allow_null=True)
-    action_allowed = serializers.BooleanField(allow_null=True)
-
-    def to_representation(self, instance: search.SearchHit) -> dict[str, Any]:
-        return hit_payload(instance)
 
 
 class EmbedderSerializer(serializers.Serializer):

@@ -18,47 +18,29 @@ from memory_admin.accounts.models import principal_of
 from memory_admin.memory import expiry
 from memory_admin.memory.errors import InvalidInput, NotFound
 from memory_admin.memory.models import ExpiryRequest
-from memory_admin.shapes.fields import iso
-
-
-def expiry_payload(request: ExpiryRequest) -> dict[str, Any]:
-    record = request.record
-    return {
-        "id": request.public_id,
-        "memory_id": record.memory_id,
-        "revision": record.revision,
-        "project_id": record.project.key,
-        "subject_id": record.subject_id,
-        "predicate": record.predicate,
-        "status": request.status,
-        "reason": request.reason,
-        "requested_by": request.requested_by.name or request.requested_by.username,
-        "created_at": iso(request.created_at),
-        "decided_at": iso(request.decided_at),
-        "decided_by": (request.decided_by.name or request.decided_by.username) if request.decided_by else None,
-        "decision_reason": request.decision_reason,
-    }
+from memory_admin.shapes.fields import IsoDateTimeField, PrincipalNameField
 
 
 class ExpiryRequestSerializer(serializers.Serializer):
-    """One expiry request (rendered by expiry_payload)."""
+    """One expiry request, with the key and revision of the record it asks to expire."""
 
-    id = serializers.CharField()
-    memory_id = serializers.CharField()
-    revision = serializers.IntegerField()
-    project_id = serializers.CharField()
-    subject_id = serializers.CharField()
-    predicate = serializers.CharField()
+    id = serializers.CharField(source="public_id")
+    memory_id = serializers.CharField(source="record.memory_id")
+    revision = serializers.IntegerField(source="record.revision")
+    project_id = serializers.CharField(source="record.project.key")
+    subject_id = serializers.CharField(source="record.subject_id")
+    predicate = serializers.CharField(source="record.predicate")
     status = serializers.ChoiceField(choices=ExpiryRequest.Status.choices)
     reason = serializers.CharField()
-    requested_by = serializers.CharField()
-    created_at = serializers.DateTimeField()
-    decided_at = serializers.DateTimeField(allow_null=True)
-    decided_by = serializers.CharField(allow_null=True)
+    requested_by = PrincipalNameField()
+    created_at = IsoDateTimeField()
+    decided_at = IsoDateTimeField(allow_null=True)
+    decided_by = PrincipalNameField(allow_null=True)
     decision_reason = serializers.CharField(allow_blank=True)
 
-    def to_representation(self, instance: ExpiryRequest) -> dict[str, Any]:
-        return expiry_payload(instance)
+
+def expiry_payload(request: ExpiryRequest) -> dict[str, Any]:
+    return ExpiryRequestSerializer(request).data  # type: ignore[no-any-return]
 
 
 class FiledExpirySerializer(ExpiryRequestSerializer):

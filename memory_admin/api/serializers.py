@@ -9,14 +9,14 @@ from rest_framework import serializers
 
 from memory_admin.lib.schema import NON_BLANK_TEXT
 from memory_admin.memory import validation
-from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord, RecheckAttempt
+from memory_admin.memory.models import FieldPolicy, MemoryRecord, RecheckAttempt
 from memory_admin.memory.shapes import record_payload as record_payload
 from memory_admin.memory.shapes import source_payload as source_payload
 from memory_admin.shapes.fields import AwareDateTimeField as AwareDateTimeField
 from memory_admin.shapes.fields import IdentifierField as IdentifierField
 from memory_admin.shapes.fields import IsoDateTimeField as IsoDateTimeField
 from memory_admin.shapes.fields import ISODurationField as ISODurationField
-from memory_admin.shapes.fields import iso as _iso
+from memory_admin.shapes.fields import PrincipalNameField
 from memory_admin.shapes.records import REVISION_MAX as REVISION_MAX
 from memory_admin.shapes.records import SESSION_ID_MAX_LENGTH as SESSION_ID_MAX_LENGTH
 from memory_admin.shapes.records import AssertFactSerializer as AssertFactSerializer
@@ -25,6 +25,7 @@ from memory_admin.shapes.records import CandidateSerializer as CandidateSerializ
 from memory_admin.shapes.records import ContextLoadRefSerializer as ContextLoadRefSerializer
 from memory_admin.shapes.records import ContextOnReadSerializer as ContextOnReadSerializer
 from memory_admin.shapes.records import DerivedFromSerializer as DerivedFromSerializer
+from memory_admin.shapes.records import DisputeSerializer as DisputeSerializer
 from memory_admin.shapes.records import FactQuerySerializer as FactQuerySerializer
 from memory_admin.shapes.records import FactSerializer as FactSerializer
 from memory_admin.shapes.records import RecordSerializer as RecordSerializer
@@ -69,23 +70,6 @@ class RecordListQuerySerializer(serializers.Serializer):
     status = serializers.ChoiceField(required=False, choices=MemoryRecord.Status.choices)
     valid_at = AwareDateTimeField(required=False)
     known_at = AwareDateTimeField(required=False)
-
-
-class DisputeSerializer(serializers.Serializer):
-    id = serializers.CharField()
-    project_id = serializers.CharField()
-    subject_id = serializers.CharField()
-    predicate = serializers.CharField()
-    status = serializers.ChoiceField(choices=Dispute.Status.choices)
-    opened_at = serializers.DateTimeField()
-    resolved_at = serializers.DateTimeField(allow_null=True)
-    resolved_by = serializers.CharField(allow_null=True)
-    winner = serializers.CharField(allow_null=True)
-    reason = serializers.CharField()
-    candidates = CandidateSerializer(many=True)
-
-    def to_representation(self, instance: Dispute) -> dict[str, Any]:
-        return dispute_payload(instance)
 
 
 class ResolveDisputeSerializer(serializers.Serializer):
@@ -161,11 +145,6 @@ class FieldPolicySerializer(serializers.ModelSerializer):
         # Added to today's date on every write: a bound keeps the sum a date Python can hold.
         extra_kwargs = {"retention_days": {"min_value": 1, "max_value": validation.MAX_RETENTION_DAYS}}
 
-    def to_representation(self, instance: FieldPolicy) -> dict[str, Any]:
-        data = super().to_representation(instance)
-        data["project_id"] = instance.project.key if instance.project_id else None  # type: ignore[union-attr]
-        return data
-
 
 class FieldPolicyInSerializer(FieldPolicySerializer):
     """A field policy as a client sends it (the schema's request component: what a write accepts is described
@@ -226,26 +205,11 @@ class RecheckReportSerializer(serializers.Serializer):
     error = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")
 
 
-def attempt_payload(attempt: RecheckAttempt) -> dict[str, Any]:
-    return {
-        "id": attempt.pk,
-        "memory_id": attempt.record.memory_id,
-        "outcome": attempt.outcome,
-        "trigger": attempt.trigger,
-        "observed_value": attempt.observed_value,
-        "source_revision": attempt.source_revision,
-        "source_ref": attempt.source_ref,
-        "duration_ms": attempt.duration_ms,
-        "error": attempt.error,
-        "reporter": (attempt.reporter.name or attempt.reporter.username) if attempt.reporter else None,
-        "new_memory_id": attempt.new_record.memory_id if attempt.new_record else None,
-        "attempted_at": _iso(attempt.attempted_at),
-    }
-
-
 class RecheckAttemptSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    memory_id = serializers.CharField()
+    """One recheck attempt of a record."""
+
+    id = serializers.IntegerField(source="pk")
+    memory_id = serializers.CharField(source="record.memory_id")
     outcome = serializers.ChoiceField(choices=RecheckAttempt.Result.choices)
     trigger = serializers.ChoiceField(choices=RecheckAttempt.Trigger.choices)
     observed_value = serializers.JSONField(allow_null=True)
@@ -253,12 +217,9 @@ class RecheckAttemptSerializer(serializers.Serializer):
     source_ref = serializers.CharField()
     duration_ms = serializers.IntegerField()
     error = serializers.CharField()
-    reporter = serializers.CharField(allow_null=True)
-    new_memory_id = serializers.CharField(allow_null=True)
-    attempted_at = serializers.DateTimeField()
-
-    def to_representation(self, instance: RecheckAttempt) -> dict[str, Any]:
-        return attempt_payload(instance)
+    reporter = PrincipalNameField(allow_null=True)
+    new_memory_id = serializers.CharField(source="new_record.memory_id", allow_null=True)
+    attempted_at = IsoDateTimeField()
 
 
 class RecheckListSerializer(serializers.Serializer):

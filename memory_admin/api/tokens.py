@@ -16,6 +16,7 @@ from memory_admin.api.serializers import AwareDateTimeField, IsoDateTimeField
 from memory_admin.lib.pagination import NewestFirstCursorPagination
 from memory_admin.lib.schema import CONTROL_FREE_NON_BLANK_TEXT, CONTROL_FREE_TEXT
 from memory_admin.memory import tokens
+from memory_admin.shapes.fields import OmitWhenAbsentMixin, PrincipalNameField
 
 
 class IssueTokenSerializer(serializers.Serializer):
@@ -32,53 +33,34 @@ class RevokeTokenSerializer(serializers.Serializer):
     reason = serializers.CharField(max_length=tokens.REASON_MAX_LENGTH, allow_blank=True, default="")
 
 
-def _who(principal: Any) -> str | None:
-    return (principal.name or principal.username) if principal is not None else None
-
-
 class TokenSerializer(serializers.Serializer):
     """A token as admins see it: never its secret or hash."""
 
-    id = serializers.IntegerField()
+    id = serializers.IntegerField(source="pk")
     name = serializers.CharField()
-    principal = serializers.CharField()
+    principal = PrincipalNameField()
     prefix = serializers.CharField(help_text="the token's first characters, to tell tokens apart (not a secret)")
     state = serializers.ChoiceField(choices=ApiToken.State.choices)
     created_at = IsoDateTimeField()
-    created_by = serializers.CharField(allow_null=True, help_text="null: issued by a command")
+    created_by = PrincipalNameField(allow_null=True, help_text="null: issued by a command")
     expires_at = IsoDateTimeField(allow_null=True)
     last_used_at = IsoDateTimeField(allow_null=True, help_text="exact to within a minute")
     revoked_at = IsoDateTimeField(allow_null=True)
-    revoked_by = serializers.CharField(allow_null=True)
+    revoked_by = PrincipalNameField(allow_null=True)
     revoke_reason = serializers.CharField(allow_blank=True)
 
-    def to_representation(self, instance: ApiToken) -> dict[str, Any]:
-        def iso(moment: Any) -> str | None:
-            return moment.isoformat() if moment is not None else None
 
-        return {
-            "id": instance.pk,
-            "name": instance.name,
-            "principal": _who(instance.principal),
-            "prefix": instance.prefix,
-            "state": instance.state().value,
-            "created_at": instance.created_at.isoformat(),
-            "created_by": _who(instance.created_by),
-            "expires_at": iso(instance.expires_at),
-            "last_used_at": iso(instance.last_used_at),
-            "revoked_at": iso(instance.revoked_at),
-            "revoked_by": _who(instance.revoked_by),
-            "revoke_reason": instance.revoke_reason,
-        }
+class SecretField(OmitWhenAbsentMixin, serializers.CharField):
+    """A token's secret: no stored row has it (IssuedTokenSerializer adds it beside the row)."""
 
 
 class IssuedTokenSerializer(TokenSerializer):
     """A token just issued: the listing's fields plus the secret, which no other answer ever carries."""
 
-    token = serializers.CharField(help_text="the secret: shown in this answer only, never again")
+    token = SecretField(help_text="the secret: shown in this answer only, never again")
 
     def to_representation(self, instance: tuple[ApiToken, str]) -> dict[str, Any]:  # type: ignore[override]
-        row, raw = instance
+        row, raw = instance  # the secret travels beside the row: memory.tokens never stores it
         return {**super().to_representation(row), "token": raw}
 
 

@@ -3,8 +3,6 @@ reason (service.lift_tombstone decides who may, and audits it as `tombstone.lift
 
 from __future__ import annotations
 
-from typing import Any
-
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
@@ -17,6 +15,7 @@ from memory_admin.accounts.models import principal_of
 from memory_admin.api.serializers import IsoDateTimeField
 from memory_admin.lib.pagination import NewestFirstCursorPagination
 from memory_admin.memory.errors import Forbidden, NotFound
+from memory_admin.shapes.fields import PrincipalNameField
 
 # Tombstone ids are the table's keys; anything else names no tombstone (a 404, not a 500 from the query).
 _MAX_ID = 2**63 - 1
@@ -30,27 +29,14 @@ class TombstoneSerializer(serializers.Serializer):
     """What was deleted, when, by which request, and whether it was lifted: ids and times, never content
     (the keyed hashes stay inside the server too)."""
 
-    id = serializers.IntegerField()
+    id = serializers.IntegerField(source="pk")
     kind = serializers.ChoiceField(choices=Tombstone.Kind.choices)
     memory_id = serializers.CharField(allow_blank=True)  # a record tombstone: the deleted record's id
-    request_id = serializers.CharField(allow_blank=True)  # the deletion request that left it
+    request_id = serializers.CharField(source="request_public_id", allow_blank=True)  # the request that left it
     created_at = IsoDateTimeField()
     lifted_at = IsoDateTimeField(allow_null=True)
-    lifted_by = serializers.CharField(allow_null=True)
+    lifted_by = PrincipalNameField(allow_null=True)
     lift_reason = serializers.CharField(allow_blank=True)
-
-    def to_representation(self, instance: Tombstone) -> dict[str, Any]:
-        lifted_by = instance.lifted_by
-        return {
-            "id": instance.pk,
-            "kind": instance.kind,
-            "memory_id": instance.memory_id,
-            "request_id": instance.request_public_id,
-            "created_at": instance.created_at.isoformat(),
-            "lifted_at": instance.lifted_at.isoformat() if instance.lifted_at else None,
-            "lifted_by": (lifted_by.name or lifted_by.username) if lifted_by else None,
-            "lift_reason": instance.lift_reason,
-        }
 
 
 def _tombstone_id(raw: str) -> int:

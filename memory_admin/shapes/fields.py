@@ -86,3 +86,35 @@ class IsoDateTimeField(serializers.DateTimeField):
 
     def to_representation(self, value: Any) -> str:
         return value.isoformat()  # DRF renders None itself, without calling this
+
+
+# --- Output fields: what an answer's declared fields read, so the serializer both renders and documents it ---
+
+
+class PrincipalNameField(serializers.CharField):
+    """A principal (the field's source) as answers name it: its name, else its username; null for none."""
+
+    def to_representation(self, value: Any) -> str:
+        return str(value.name or value.username)
+
+
+class IsSetField(serializers.BooleanField):
+    """True when the source attribute holds a value (a moment something happened), False when it is null."""
+
+    def get_attribute(self, instance: Any) -> bool:
+        return bool(super().get_attribute(instance))
+
+
+class OmitWhenAbsentMixin:
+    """Leaves the key out of the answer when the instance has no such attribute (a part some answers add)."""
+
+    def get_attribute(self, instance: Any) -> Any:
+        if not hasattr(instance, self.source_attrs[0]):  # type: ignore[attr-defined]
+            raise serializers.SkipField()
+        return super().get_attribute(instance)  # type: ignore[misc]
+
+
+def declared_representation(serializer: serializers.Serializer, instance: Any) -> Any:
+    """`instance` rendered by the serializer's declared fields alone, past a hand-built `to_representation`
+    (docs/hand-built-rows.md): what tests compare a hand-built row with, and what bench/serializers.py times."""
+    return serializers.Serializer.to_representation(serializer, instance)

@@ -12,43 +12,89 @@ from rest_framework import serializers
 from memory_admin.memory.models import Dispute, MemoryRecord
 from memory_admin.memory.reads import FRESHNESS, FactView
 from memory_admin.memory.shapes import record_payload, source_payload
-from memory_admin.shapes.fields import AwareDateTimeField, IdentifierField, IsoDateTimeField
+from memory_admin.shapes.fields import (
+    AwareDateTimeField,
+    IdentifierField,
+    IsoDateTimeField,
+    OmitWhenAbsentMixin,
+    PrincipalNameField,
+)
 from memory_admin.shapes.fields import iso as _iso
 
 
+class IssuerField(serializers.CharField):
+    """The principal that wrote a record, by name (else username): from the columns `payload_columns` adds when
+    the record was read with them, else through its relation."""
+
+    def get_attribute(self, instance: MemoryRecord) -> str:
+        row = instance.__dict__
+        if "payload_issuer_username" in row:
+            return str(row["payload_issuer_name"] or row["payload_issuer_username"])
+        return str(instance.issuer.name or instance.issuer.username)
+
+
+class LinkedCharField(serializers.CharField):
+    """A value of another row (`source`, through a relation), or the column `column` a query added to the row
+    for it (memory.shapes.payload_columns): the same text either way."""
+
+    def __init__(self, column: str, **kwargs: Any) -> None:
+        self.column = column
+        super().__init__(**kwargs)
+
+    def get_attribute(self, instance: Any) -> Any:
+        row = instance.__dict__
+        return row[self.column] if self.column in row else super().get_attribute(instance)
+
+
+class SupersedesField(serializers.ListField):
+    """The `memory_id`s of the records a record superseded, oldest first (the column `payload_columns` adds,
+    else its relation)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(child=serializers.CharField(), **kwargs)
+
+    def get_attribute(self, instance: MemoryRecord) -> list[str]:
+        row = instance.__dict__
+        if "payload_supersedes" in row:
+            return row["payload_supersedes"]  # type: ignore[no-any-return]
+        return [older.memory_id for older in instance.supersedes.all()]
+
+
 class SourceOutSerializer(serializers.Serializer):
-    """Where a record's value came from (rendered by source_payload)."""
+    """Where a record's value came from."""
 
-    canonical_ref = serializers.CharField()
-    revision = serializers.CharField()
-    issuer_principal_id = serializers.CharField()
-    event_ids = serializers.ListField(child=serializers.CharField())
+    # Read from the record itself (`source="*"` where it is nested); the issuer is the authenticated principal.
 
-    def to_representation(self, instance: MemoryRecord) -> dict[str, Any]:
-        return source_payload(instance)
+    canonical_ref = serializers.CharField(source="source_canonical_ref")
+    revision = serializers.CharField(source="source_revision")
+    issuer_principal_id = IssuerField(source="*")
+    event_ids = serializers.ListField(child=serializers.CharField(), source="source_event_ids")
 
 
 class RecordSerializer(serializers.Serializer):
-    """One record in the format of PRODUCT.md: the schema of every answer carrying a record, and its
-    renderer (through record_payload, the shape exports and error answers share)."""
+    """One record in the format of PRODUCT.md: the schema of every answer carrying a record."""
+
+    # The declared fields are the record's shape. Rendered by the hand-built memory.shapes.record_payload (which
+    # exports and error answers share): bench/serializers.py shows it pays on the record list and as-of
+    # (docs/hand-built-rows.md); tests/api/test_hand_built_rows.py holds the two to the same output.
 
     memory_id = serializers.CharField()
-    project_id = serializers.CharField()
+    project_id = LinkedCharField("payload_project_key", source="project.key")
     subject_id = serializers.CharField()
     predicate = serializers.CharField()
     value = serializers.JSONField()
     status = serializers.ChoiceField(choices=MemoryRecord.Status.choices)
-    valid_from = serializers.DateTimeField()
-    valid_to = serializers.DateTimeField(allow_null=True)
-    recorded_from = serializers.DateTimeField()
-    recorded_to = serializers.DateTimeField(allow_null=True)
-    last_verified_at = serializers.DateTimeField(allow_null=True)
-    recheck_after = serializers.DateTimeField(allow_null=True)
-    retain_until = serializers.DateTimeField(allow_null=True)
+    valid_from = IsoDateTimeField()
+    valid_to = IsoDateTimeField(allow_null=True)
+    recorded_from = IsoDateTimeField()
+    recorded_to = IsoDateTimeField(allow_null=True)
+    last_verified_at = IsoDateTimeField(allow_null=True)
+    recheck_after = IsoDateTimeField(allow_null=True)
+    retain_until = IsoDateTimeField(allow_null=True)
     revision = serializers.IntegerField()
-    source = SourceOutSerializer()  # type: ignore[assignment]
-    supersedes = serializers.ListField(child=serializers.CharField())
-    superseded_by = serializers.CharField(allow_null=True)
+    source = SourceOutSerializer(source="*")  # type: ignore[assignment]
+    supersedes = SupersedesField(source="*")
+    superseded_by = LinkedCharField("payload_superseded_by", source="superseded_by.memory_id", allow_null=True)
     derived_from = serializers.JSONField()
     status_reason = serializers.CharField()
 
@@ -180,10 +226,11 @@ class ContextOnReadSerializer(serializers.Serializer):
         return attrs
 
 
-class ContextLoadRefSerializer(serializers.Serializer):
+class ContextLoadRefSerializer(OmitWhenAbsentMixin, serializers.Serializer):
     """The context load a read registered (`context_load` of its answer); `GET /agents/{agent_id}/invalidations/`
     lists its notices."""
 
+    # Absent from an answer whose read named no session_id (OmitWhenAbsentMixin: the view adds it).
     id = serializers.CharField()
     agent_id = serializers.CharField()
     session_id = serializers.CharField()
@@ -211,6 +258,7 @@ def candidate_payload(record: MemoryRecord) -> dict[str, Any]:
 
 
 def fact_payload(view: FactView, project_id: str, subject_id: str, predicate: str) -> dict[str, Any]:
+    """The hand-built row of FactSerializer (facts/current, a hot path: docs/hand-built-rows.md)."""
     record = view.record
     return {
         "project_id": project_id,
@@ -242,35 +290,46 @@ class CandidateSerializer(serializers.Serializer):
     revision = serializers.IntegerField()
     valid_from = IsoDateTimeField()
     recorded_from = IsoDateTimeField()
-    source = SourceOutSerializer()  # type: ignore[assignment]
+    source = SourceOutSerializer(source="*")  # type: ignore[assignment]
 
-    def to_representation(self, instance: MemoryRecord) -> dict[str, Any]:
-        return candidate_payload(instance)
+
+class AskedKeyField(serializers.CharField):
+    """One part of the fact key the read asked for (the serializer's context `key`), as the client sent it."""
+
+    def __init__(self, index: int, **kwargs: Any) -> None:
+        self.index = index
+        super().__init__(source="*", **kwargs)
+
+    def get_attribute(self, instance: Any) -> str:
+        return str(self.context["key"][self.index])
 
 
 @extend_schema_serializer(many=False)  # one object, though served by a `list` route
 class FactSerializer(serializers.Serializer):
     """Answer of `GET /facts/current/`, rendered from a `reads.FactView` and the asked key in the context
-    (`{"key": (project_id, subject_id, predicate)}`) by fact_payload."""
+    (`{"key": (project_id, subject_id, predicate)}`)."""
 
-    project_id = serializers.CharField()
-    subject_id = serializers.CharField()
-    predicate = serializers.CharField()
-    value = serializers.JSONField(allow_null=True)
-    memory_id = serializers.CharField(allow_null=True)
+    # Rendered by the hand-built fact_payload: bench/serializers.py shows it pays on facts/current
+    # (docs/hand-built-rows.md); tests/api/test_hand_built_rows.py holds the two to the same output.
+
+    project_id = AskedKeyField(0)
+    subject_id = AskedKeyField(1)
+    predicate = AskedKeyField(2)
+    value = serializers.JSONField(source="record.value", allow_null=True)
+    memory_id = serializers.CharField(source="record.memory_id", allow_null=True)
     status = serializers.CharField()
-    revision = serializers.IntegerField(allow_null=True)
+    revision = serializers.IntegerField(source="record.revision", allow_null=True)
     freshness = serializers.ChoiceField(choices=list(FRESHNESS), allow_null=True)
-    last_verified_at = serializers.DateTimeField(allow_null=True)
+    last_verified_at = IsoDateTimeField(allow_null=True)
     last_verified_value = serializers.JSONField(allow_null=True)
-    recheck_after = serializers.DateTimeField(allow_null=True)
-    valid_from = serializers.DateTimeField(allow_null=True)
-    valid_to = serializers.DateTimeField(allow_null=True)
-    source = SourceOutSerializer(allow_null=True)  # type: ignore[assignment]
+    recheck_after = IsoDateTimeField(source="record.recheck_after", allow_null=True)
+    valid_from = IsoDateTimeField(source="record.valid_from", allow_null=True)
+    valid_to = IsoDateTimeField(source="record.valid_to", allow_null=True)
+    source = SourceOutSerializer(source="record", allow_null=True)  # type: ignore[assignment]
     caveat = serializers.CharField(allow_null=True)
     action_allowed = serializers.BooleanField()
     candidates = CandidateSerializer(many=True)
-    dispute_id = serializers.CharField(allow_null=True)
+    dispute_id = serializers.CharField(source="dispute.public_id", allow_null=True)
     # Set by `GET /facts/current/?session_id=...`: the context load registered for this answer (null when
     # nothing usable was returned, absent without session_id).
     context_load = ContextLoadRefSerializer(allow_null=True, required=False)
@@ -279,17 +338,23 @@ class FactSerializer(serializers.Serializer):
         return fact_payload(instance, *self.context["key"])
 
 
+class DisputeSerializer(serializers.Serializer):
+    """One dispute: the fact key, its state and the disagreeing values."""
+
+    # The API's disputes and MCP `list_disputes` (dispute_payload).
+
+    id = serializers.CharField(source="public_id")
+    project_id = serializers.CharField(source="project.key")
+    subject_id = serializers.CharField()
+    predicate = serializers.CharField()
+    status = serializers.ChoiceField(choices=Dispute.Status.choices)
+    opened_at = IsoDateTimeField()
+    resolved_at = IsoDateTimeField(allow_null=True)
+    resolved_by = PrincipalNameField(allow_null=True)
+    winner = serializers.CharField(source="winner.memory_id", allow_null=True)
+    reason = serializers.CharField(source="resolution_reason")
+    candidates = CandidateSerializer(source="candidates.all", many=True)
+
+
 def dispute_payload(dispute: Dispute) -> dict[str, Any]:
-    return {
-        "id": dispute.public_id,
-        "project_id": dispute.project.key,
-        "subject_id": dispute.subject_id,
-        "predicate": dispute.predicate,
-        "status": dispute.status,
-        "opened_at": _iso(dispute.opened_at),
-        "resolved_at": _iso(dispute.resolved_at),
-        "resolved_by": (dispute.resolved_by.name or dispute.resolved_by.username) if dispute.resolved_by else None,
-        "winner": dispute.winner.memory_id if dispute.winner else None,
-        "reason": dispute.resolution_reason,
-        "candidates": [candidate_payload(c) for c in dispute.candidates.all()],
-    }
+    return DisputeSerializer(dispute).data  # type: ignore[no-any-return]

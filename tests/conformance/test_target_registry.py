@@ -76,7 +76,9 @@ def test_a_registered_target_is_run_by_the_command_and_listed_by_the_page(amnesi
     assert target_names() == [*BUILT_IN, "amnesiac"]
     assert isinstance(get_target("amnesiac"), AmnesiacTarget)
     call_command("conformance", "--target", "amnesiac", "--variants", "0", "--case", "two-facts-one-person")
-    assert "amnesiac (Amnesiac (test-only), from tests.conformance.test_target_registry): FAILS" in capsys.readouterr().out
+    assert (
+        "amnesiac (Amnesiac (test-only), from tests.conformance.test_target_registry): FAILS" in capsys.readouterr().out
+    )
     client = Client()
     client.force_login(admin)
     html = client.get("/conformance/").content.decode()
