@@ -40,7 +40,7 @@ class ExpiryRequestSerializer(serializers.Serializer):
 
 
 def expiry_payload(request: ExpiryRequest) -> dict[str, Any]:
-    return ExpiryRequestSerializer(request).data  # type: ignore[no-any-return]
+    return ExpiryRequestSerializer(request).data
 
 
 class FiledExpirySerializer(ExpiryRequestSerializer):

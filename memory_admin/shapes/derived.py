@@ -34,7 +34,7 @@ class InvalidationOutSerializer(serializers.Serializer):
 
 
 def invalidation_payload(notice: Invalidation) -> dict[str, Any]:
-    return InvalidationOutSerializer(notice).data  # type: ignore[no-any-return]
+    return InvalidationOutSerializer(notice).data
 
 
 class ScoreField(serializers.FloatField):
