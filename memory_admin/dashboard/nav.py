@@ -41,7 +41,7 @@ EXPIRY_REQUESTS = NavEntry(
     "Expiry requests",
     "expiry_requests",
     frozenset(CURATOR_ROLES),
-    "Only owners and admins decide agents' expiry requests.",
+    "Only owners and admins decide expiry requests.",
 )
 RECHECKS = NavEntry("Rechecks", "rechecks")
 AGENTS = NavEntry("Agents", "agents")
