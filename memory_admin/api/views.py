@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any, cast
 
 from django.db.models import QuerySet
-from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -23,6 +22,7 @@ from memory_admin.lib.throttling import SOURCE_TEST, ThrottleScoped
 from memory_admin.memory import actions, expiry, policies, reads, rechecks
 from memory_admin.memory.batch import OUTCOME_STATUS
 from memory_admin.memory.errors import NotFound
+from memory_admin.memory.filters import Door, RecordFilter
 from memory_admin.memory.models import Dispute, FieldPolicy, MemoryRecord, RecordQuerySet
 from memory_admin.memory.shapes import payload_columns
 from memory_admin.shapes.items import assertion_of
@@ -50,19 +50,14 @@ class RecordViewSet(viewsets.GenericViewSet):
 
     @extend_schema(parameters=[s.RecordListQuerySerializer], responses=s.RecordSerializer(many=True))
     def list(self, request: Request) -> Response:
-        query = _query(s.RecordListQuerySerializer, request)
+        # The one record-list filter the dashboard's records page parses too (memory.filters); the serializer
+        # above only documents its parameters.
+        wanted = RecordFilter.from_params(request.query_params, Door.API)
+        tenant_id = principal_of(request).tenant_pk
         # Only what the record format renders, supersession links included, in one query (shapes.py).
-        records = cast(
-            RecordQuerySet, payload_columns(MemoryRecord.objects.for_tenant(principal_of(request).tenant_pk))
+        records = wanted.apply(
+            cast(RecordQuerySet, payload_columns(MemoryRecord.objects.for_tenant(tenant_id))), tenant_id
         )
-        if "project_id" in query:
-            records = records.in_project(principal_of(request).tenant_pk, query["project_id"])
-        for name in ("subject_id", "predicate", "status"):
-            if name in query:
-                records = records.filter(**{name: query[name]})
-        if "valid_at" in query or "known_at" in query:
-            now = timezone.now()
-            records = records.as_of(query.get("valid_at", now), query.get("known_at", now))
         page = self.paginate_queryset(records)
         return self.get_paginated_response(s.RecordSerializer(page or [], many=True).data)
 

@@ -12,6 +12,9 @@ from django.utils import timezone
 from memory_admin.memory import validation
 from memory_admin.memory.audit import Action
 from memory_admin.memory.connectors import CONNECTORS, SettingField
+from memory_admin.memory.errors import InvalidInput
+from memory_admin.memory.filters import Door, RecordFilter
+from memory_admin.memory.models import MemoryRecord
 from memory_admin.memory.reads import FRESHNESS_LABELS
 
 
@@ -47,6 +50,7 @@ class IdentifierField(forms.CharField):
         return cast(str, validation.normalize_identifier(super().to_python(value)))
 
 
+Status = MemoryRecord.Status
 STATUS_VIEWS = [
     ("accepted", "Current"),
     ("superseded", "Superseded (history)"),
@@ -55,25 +59,74 @@ STATUS_VIEWS = [
     ("expired", "Expired"),
     ("all", "All statuses"),
 ]
+PAGE_STATUSES = tuple(value for value, _ in STATUS_VIEWS if value != "all")
+# The filter's parameter names as the page's fields (the API's long names go to the short fields).
+PAGE_FIELD = {"project_id": "project", "subject_id": "subject"}
+
+
+class ShownChoiceField(forms.ChoiceField):
+    """A select the page renders; the value is checked by the record filter (memory.filters), not here."""
+
+    def validate(self, value: Any) -> None:
+        pass
 
 
 class RecordFilterForm(forms.Form):
-    q = forms.CharField(required=False, max_length=200, label="Search subject, predicate or value")
-    project = IdentifierField(required=False, max_length=100)
-    subject = IdentifierField(required=False, max_length=200)
-    predicate = IdentifierField(required=False, max_length=200)
+    """The records page's controls. The filter itself (project, subject, predicate, status, as-of times,
+    freshness, source, search) is parsed by memory.filters.RecordFilter, the same object the API's record list
+    parses into, so the page also takes the API's names (project_id, subject_id, valid_at, known_at);
+    a problem is shown beside the form. This form adds the paging fields and renders the controls."""
+
+    q = forms.CharField(required=False, label="Search subject, predicate or value")
+    project = forms.CharField(required=False)
+    subject = forms.CharField(required=False)
+    predicate = forms.CharField(required=False)
     # Named for screen readers even where the page shows the select without a visible label.
-    status = forms.ChoiceField(
-        required=False, choices=STATUS_VIEWS, widget=forms.Select(attrs={"aria-label": "Status"})
-    )
-    freshness = forms.ChoiceField(
+    status = ShownChoiceField(required=False, choices=STATUS_VIEWS, widget=forms.Select(attrs={"aria-label": "Status"}))
+    freshness = ShownChoiceField(
         required=False,
         choices=[("", "Any freshness")] + [(key, label.capitalize()) for key, label in FRESHNESS_LABELS.items()],
         widget=forms.Select(attrs={"aria-label": "Freshness"}),
     )
-    source = forms.CharField(required=False, max_length=500, label="Source starts with")
+    source = forms.CharField(required=False, label="Source starts with")
+    valid_at = forms.CharField(required=False)
+    known_at = forms.CharField(required=False)
     after = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
     size = forms.IntegerField(required=False, min_value=1, max_value=200, widget=forms.HiddenInput)
+
+    def __init__(self, data: Any = None, **kwargs: Any) -> None:
+        if data is not None:
+            # The API's names fill the page's controls (the filter reads both; the page links use the short ones).
+            data = data.copy()
+            for short, long in (("project", "project_id"), ("subject", "subject_id")):
+                if not data.get(short) and data.get(long):
+                    data[short] = data[long]
+        super().__init__(data, **kwargs)
+        self.record_filter = RecordFilter()
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        params: dict[str, Any] = {name: self.data.get(name) for name in self.data}  # the last of repeated ones
+        if params.get("status") == "all":
+            params.pop("status")  # every status
+        elif not params.get("status") and not (params.get("valid_at") or params.get("known_at")):
+            params["status"] = Status.ACCEPTED  # the page's default view; an as-of question asks about history
+        try:
+            self.record_filter = RecordFilter.from_params(params, Door.PAGE, statuses=PAGE_STATUSES)
+        except InvalidInput as exc:
+            for name, problems in exc.extra["errors"].items():
+                self.add_error(
+                    PAGE_FIELD.get(name, name) if PAGE_FIELD.get(name, name) in self.fields else None, problems
+                )
+        return cleaned
+
+    @property
+    def status_view(self) -> str:
+        """The status the table shows: the one asked, "all", or the default "accepted"."""
+        asked = self.data.get("status") or ""
+        if asked in PAGE_STATUSES or asked == "all":
+            return asked
+        return "all" if self.data.get("valid_at") or self.data.get("known_at") else Status.ACCEPTED
 
 
 class AsOfForm(forms.Form):

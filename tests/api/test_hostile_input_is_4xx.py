@@ -407,7 +407,7 @@ def test_a_crash_in_the_api_is_a_json_500(production, api, agent, monkeypatch):
 
 
 def test_a_crash_in_the_dashboard_is_an_html_500(production, owner, monkeypatch):
-    from memory_admin.dashboard import views as dashboard_views
+    from memory_admin.dashboard.pages import audit as dashboard_views
 
     def boom(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("simulated failure")
@@ -415,7 +415,7 @@ def test_a_crash_in_the_dashboard_is_an_html_500(production, owner, monkeypatch)
     monkeypatch.setattr(dashboard_views, "render", boom)
     client = Client(raise_request_exception=False)
     client.force_login(owner)
-    response = client.get("/audit/")  # a page views.py renders itself (disputes render in dispute_page.py)
+    response = client.get("/audit/")  # a page pages/audit.py renders itself
     assert response.status_code == 500
     assert response["Content-Type"].startswith("text/html")
     assert b"simulated" not in response.content

@@ -23,7 +23,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from memory_admin.accounts.tenancy import tenant_context
-from memory_admin.dashboard import views
+from memory_admin.dashboard.pages import records as views
 from memory_admin.dashboard.templatetags.dashboard import RECORD_ROW_COLUMNS, RecordRow, record_rows
 from memory_admin.memory import stats
 from memory_admin.memory.actions import Assertion, assert_fact, exclude_record

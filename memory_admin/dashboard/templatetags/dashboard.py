@@ -422,3 +422,29 @@ def record_rows(
             )
         )
     return SafeString("".join(out))
+
+
+@dataclass(frozen=True)
+class MenuLink:
+    label: str
+    url: str
+    current: bool
+
+
+@register.simple_tag
+def main_nav(request: Any) -> list[MenuLink]:
+    """The menu's links for the signed-in person: the entries of dashboard/nav.py their roles open (the same
+    rule each page's view enforces), the current page marked."""
+    from django.urls import reverse
+
+    from memory_admin.dashboard import nav
+
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return []
+    match = getattr(request, "resolver_match", None)
+    current = match.url_name if match is not None and match.namespace == "dashboard" else None
+    return [
+        MenuLink(entry.label, reverse(f"dashboard:{entry.url_name}"), entry.url_name == current)
+        for entry in nav.visible_to(user)
+    ]

@@ -14,15 +14,16 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from deletion import service
-from deletion.models import DeletionRequest, StoreProgress, Tombstone
+from deletion import selectors, service
+from deletion.models import DeletionRequest, StoreProgress
 from deletion.stores import STORES
 from memory_admin.accounts.models import Principal
-from memory_admin.dashboard import wording
-from memory_admin.dashboard.helpers import confirmed, member_required, principal_of, redirect_back, safe_next
+from memory_admin.dashboard import nav, wording
+from memory_admin.dashboard.helpers import confirmed, principal_of, redirect_back, safe_next
+from memory_admin.dashboard.nav import page
 from memory_admin.dashboard.templatetags.dashboard import when
+from memory_admin.derived import selectors as derived_selectors
 from memory_admin.derived.exports import downloadable, export_project
-from memory_admin.derived.models import ExportFile
 from memory_admin.memory.errors import DomainError, Forbidden, NotFound
 
 
@@ -136,11 +137,9 @@ def _detail_context(principal: Principal, deletion: DeletionRequest) -> dict[str
     }
 
 
-@member_required
+@page(nav.DELETIONS)
 def request_list(request: HttpRequest) -> HttpResponse:
-    principal = principal_of(request)
-    if not service.may_read(principal):
-        raise Forbidden("Deletion requests are for compliance staff, owners and admins.")
+    principal = principal_of(request)  # nav.DELETIONS: the roles service.may_read lets follow requests
     rows = [
         {
             "request": r,
@@ -149,12 +148,12 @@ def request_list(request: HttpRequest) -> HttpResponse:
             "days_left": (days := _days_left(r.due_by)),
             "due_words": _due_words(r, days),
         }
-        for r in service.visible_requests(principal).prefetch_related("stores")[:200]
+        for r in selectors.with_stores(service.visible_requests(principal), limit=200)
     ]
     return render(request, "dashboard/deletions.html", {"rows": rows, "can_file": service.may_act(principal)})
 
 
-@member_required
+@page(nav.DELETIONS)
 def request_new(request: HttpRequest) -> HttpResponse:
     """The form, then a dry-run preview of what each store would touch, then filing on confirmation.
 
@@ -238,7 +237,7 @@ def _file_previewed(request: HttpRequest, form: DeletionForm) -> HttpResponse:
     return redirect_back(request, reverse("dashboard:deletion", args=[filed.public_id]))
 
 
-@member_required
+@page(nav.DELETIONS)
 def request_detail(request: HttpRequest, public_id: str) -> HttpResponse:
     principal = principal_of(request)
     deletion = service.get_request(principal, public_id)
@@ -247,7 +246,7 @@ def request_detail(request: HttpRequest, public_id: str) -> HttpResponse:
     return render(request, template, context)
 
 
-@member_required
+@page(nav.DELETIONS)
 def request_report(request: HttpRequest, public_id: str) -> HttpResponse:
     """The deletion report: JSON to file with a regulator, or a printable page."""
     principal = principal_of(request)
@@ -260,7 +259,7 @@ def request_report(request: HttpRequest, public_id: str) -> HttpResponse:
     return render(request, "dashboard/deletion_report.html", _detail_context(principal, deletion))
 
 
-@member_required
+@page(nav.DELETIONS)
 @require_POST
 def request_action(request: HttpRequest, public_id: str, verb: str) -> HttpResponse:
     if verb not in ("approve", "cancel", "retry"):
@@ -283,7 +282,7 @@ def request_action(request: HttpRequest, public_id: str, verb: str) -> HttpRespo
     return redirect_back(request, back)
 
 
-@member_required
+@page(nav.EXPORTS)
 def exports(request: HttpRequest) -> HttpResponse:
     principal = principal_of(request)
     if request.method == "POST":
@@ -296,11 +295,11 @@ def exports(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"Exported {made.rows} records.")
         return redirect_back(request, reverse("dashboard:exports"))
-    files = ExportFile.objects.filter(tenant_id=principal.tenant_id, removed_at__isnull=True).select_related("project")
-    return render(request, "dashboard/exports.html", {"files": files.order_by("-id")[:100]})
+    files = derived_selectors.export_files(principal.tenant_pk, limit=100)
+    return render(request, "dashboard/exports.html", {"files": files})
 
 
-@member_required
+@page(nav.EXPORTS)
 def export_download(request: HttpRequest, export_id: int) -> HttpResponseBase:
     export = downloadable(principal_of(request), export_id)
     return FileResponse(open(export.path, "rb"), as_attachment=True, filename=f"{export.project.key}-{export.pk}.jsonl")
@@ -309,7 +308,7 @@ def export_download(request: HttpRequest, export_id: int) -> HttpResponseBase:
 # --- Lifting a tombstone ------------------------------------------------------------------------
 
 
-@member_required
+@page(nav.DELETIONS)
 @require_POST
 def tombstone_lift(request: HttpRequest, tombstone_id: int) -> HttpResponse:
     """An owner lets a deleted item be written again: a confirmation page with a reason first (no JavaScript
@@ -317,7 +316,7 @@ def tombstone_lift(request: HttpRequest, tombstone_id: int) -> HttpResponse:
     principal = principal_of(request)
     if not service.may_lift_tombstones(principal):  # before the confirmation page; the service checks again
         raise Forbidden("Only an owner can lift a tombstone.")
-    stone = Tombstone.objects.filter(tenant_id=principal.tenant_pk, pk=tombstone_id).first()
+    stone = selectors.tombstone(principal, tombstone_id)
     if stone is None:
         raise Http404("No such tombstone.")
     back = safe_next(request, reverse("dashboard:deletions"))

@@ -11,22 +11,18 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from memory_admin.accounts.models import Principal, Role
+from memory_admin.conformance import selectors
 from memory_admin.conformance.models import ConformanceRun
 from memory_admin.conformance.runner import DEFAULT_VARIANTS, grouped
 from memory_admin.conformance.targets import problems, target_names
 from memory_admin.conformance.tasks import run_conformance
-from memory_admin.dashboard.helpers import member_required, partial, principal_of
-from memory_admin.memory.errors import Forbidden
+from memory_admin.dashboard import nav
+from memory_admin.dashboard.helpers import partial, principal_of
+from memory_admin.dashboard.nav import page
 from memory_admin.queueing import enqueue_after_commit
 
 MAX_VARIANTS = 10
 PAST_RUNS = 20
-
-
-def _require_access(principal: Principal) -> None:
-    if not {Role.ADMIN, Role.COMPLIANCE} & set(principal.roles):
-        raise Forbidden("Only admins and compliance staff run the conformance suite.")
 
 
 def _scoreboard(run: ConformanceRun | None) -> dict[str, Any] | None:
@@ -60,27 +56,23 @@ def _scoreboard(run: ConformanceRun | None) -> dict[str, Any] | None:
     }
 
 
-@member_required
+@page(nav.CONFORMANCE)
 def conformance(request: HttpRequest) -> HttpResponse:
     principal = principal_of(request)
-    _require_access(principal)
-    runs = ConformanceRun.objects.for_tenant(principal.tenant_id).select_related("started_by")
     chosen = request.GET.get("run", "")
-    if chosen:
-        if not chosen.isdigit():
-            raise Http404("No such run")
-        shown = runs.filter(pk=int(chosen)).first()
-        if shown is None:
-            raise Http404("No such run")
-    else:
-        shown = runs.exclude(result=None).order_by("-id").first()
-    latest = runs.order_by("-id").first()
+    if chosen and not (chosen.isascii() and chosen.isdigit() and int(chosen) < 2**63):
+        raise Http404("No such run")
+    try:
+        runs = selectors.runs_page(principal.tenant_pk, int(chosen) if chosen else None, past=PAST_RUNS)
+    except selectors.NoSuchRun:
+        raise Http404("No such run") from None
+    latest = runs.latest
     context = {
         "latest": latest,
         "in_progress": latest is not None and not latest.finished,
-        "shown": shown,
-        "board": _scoreboard(shown),
-        "past": list(runs.order_by("-id")[:PAST_RUNS]),
+        "shown": runs.shown,
+        "board": _scoreboard(runs.shown),
+        "past": runs.past,
         "variants": DEFAULT_VARIANTS,
         "max_variants": MAX_VARIANTS,
         "targets": target_names(),
@@ -93,17 +85,15 @@ def conformance(request: HttpRequest) -> HttpResponse:
     return response
 
 
-@member_required
+@page(nav.CONFORMANCE)
 @require_POST
 def conformance_start(request: HttpRequest) -> HttpResponse:
     principal = principal_of(request)
-    _require_access(principal)
     raw = request.POST.get("variants", str(DEFAULT_VARIANTS)).strip()
     if not raw.isdigit() or not 0 <= int(raw) <= MAX_VARIANTS:
         messages.error(request, f"Variants must be a whole number from 0 to {MAX_VARIANTS}.")
         return HttpResponseRedirect(reverse("dashboard:conformance"))
-    runs = ConformanceRun.objects.for_tenant(principal.tenant_id)
-    if runs.filter(status__in=[ConformanceRun.Status.QUEUED, ConformanceRun.Status.RUNNING]).exists():
+    if selectors.run_under_way(principal.tenant_pk):
         messages.error(request, "A run is already under way; wait for it to finish.")
         return HttpResponseRedirect(reverse("dashboard:conformance"))
     run = ConformanceRun.objects.create(

@@ -8,7 +8,9 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from memory_admin.dashboard.helpers import fact_url, member_required, principal_of
+from memory_admin.dashboard import nav
+from memory_admin.dashboard.helpers import fact_url, principal_of
+from memory_admin.dashboard.nav import page
 from memory_admin.memory import expiry
 from memory_admin.memory.errors import DomainError, Forbidden, NotFound
 from memory_admin.memory.models import ExpiryRequest
@@ -27,13 +29,13 @@ def _page(request: HttpRequest, *, failed: str = "", error: str = "", status: in
     return render(request, "dashboard/expiry_requests.html", context, status=status)
 
 
-@member_required
+@page(nav.EXPIRY_REQUESTS)
 @require_http_methods(["GET"])
 def expiry_requests(request: HttpRequest) -> HttpResponse:
     return _page(request)
 
 
-@member_required
+@page(nav.EXPIRY_REQUESTS)
 @require_http_methods(["POST"])
 def decide(request: HttpRequest, request_id: str, verb: str) -> HttpResponseBase:
     if verb not in ("approve", "decline"):

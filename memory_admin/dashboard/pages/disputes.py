@@ -1,8 +1,8 @@
 """The disputes page: the candidates side by side with what differs between them marked, and a failed
 resolution shown again with the chosen side kept and the problem beside the control it concerns.
 
-`dispute_list` and `resolve` (views.py) both render through `disputes_page`, so a refused resolution is
-the same page, not a redirect that forgets the choice.
+`dispute_list` and `resolve` both render through `disputes_page`, so a refused resolution is the same page,
+not a redirect that forgets the choice.
 """
 
 from __future__ import annotations
@@ -10,12 +10,26 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
 
 from memory_admin.accounts.models import Principal
-from memory_admin.dashboard import wording
-from memory_admin.memory.models import Dispute, MemoryRecord
+from memory_admin.dashboard import nav, wording
+from memory_admin.dashboard.forms import (
+    ResolveForm,
+)
+from memory_admin.dashboard.helpers import (
+    principal_of,
+    redirect_back,
+)
+from memory_admin.dashboard.nav import page
+from memory_admin.memory import actions
+from memory_admin.memory import selectors as memory_selectors
+from memory_admin.memory.errors import DomainError, Forbidden, NotFound
+from memory_admin.memory.models import MemoryRecord
 
 
 @dataclass(frozen=True)
@@ -82,14 +96,53 @@ def _differ(values: list[Any]) -> bool:
 def disputes_page(
     request: HttpRequest, principal: Principal, show: str, failure: Failure | None = None, status: int = 200
 ) -> HttpResponse:
-    disputes = (
-        Dispute.objects.filter(tenant_id=principal.tenant_id)
-        .select_related("project", "resolved_by", "winner")
-        .prefetch_related("candidates__issuer")
-        .order_by("opened_at" if show == "open" else "-opened_at")
-    )
-    if show in Dispute.Status.values:
-        disputes = disputes.filter(status=show)
-    rows = [(d, compare(list(d.candidates.all()))) for d in disputes[:100]]
+    rows = [
+        (d, compare(candidates)) for d, candidates in memory_selectors.disputes(principal.tenant_pk, show, limit=100)
+    ]
     context = {"rows": rows, "show": show, "can_curate": principal.can_curate, "failure": failure}
     return render(request, "dashboard/disputes.html", context, status=status)
+
+
+# --- Disputes ---------------------------------------------------------------------------------
+
+
+@page(nav.DISPUTES)
+def dispute_list(request: HttpRequest) -> HttpResponse:
+    return disputes_page(request, principal_of(request), request.GET.get("status", "open"))
+
+
+@page(nav.DISPUTES)
+@require_POST
+def resolve(request: HttpRequest, dispute_id: str) -> HttpResponse:
+    principal = principal_of(request)
+    dispute = actions.get_dispute(principal, dispute_id)
+    form = ResolveForm(request.POST)
+    back = reverse("dashboard:disputes") + f"#{dispute.public_id}"
+    if not form.is_valid():
+        # The same page again, the chosen side kept and the problem beside the reason (no redirect).
+        error = "Give a reason; it is audited. The dispute is still open."
+        messages.error(request, error)
+        winner, reason = request.POST.get("winner", "")[:64], request.POST.get("reason", "")[:2000]
+        failure = Failure(dispute.public_id, winner, reason, error, "reason")
+        return disputes_page(request, principal, "open", failure, status=400)
+    winner = form.cleaned_data["winner"]
+    try:
+        actions.resolve_dispute(
+            principal,
+            dispute_id,
+            winner=None if winner == "__exclude_all__" else (winner or None),
+            exclude_all=winner == "__exclude_all__",
+            reason=form.cleaned_data["reason"],
+        )
+    except (NotFound, Forbidden):
+        raise
+    except DomainError as exc:
+        detail = exc.detail
+        if exc.extra.get("errors"):
+            detail = " ".join(m for msgs in exc.extra["errors"].values() for m in msgs)
+        messages.error(request, f"The dispute is still open: {detail}")
+        where = "reason" if "reason" in (exc.extra.get("errors") or {}) else "winner"
+        failure = Failure(dispute.public_id, winner, form.cleaned_data["reason"], detail, where)
+        return disputes_page(request, principal, "open", failure, status=exc.status)
+    messages.success(request, f"Dispute {dispute_id} resolved.")
+    return redirect_back(request, back)

@@ -15,15 +15,16 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from memory_admin.accounts.models import Principal
+from memory_admin.dashboard import nav
 from memory_admin.dashboard.forms import LocalDateTimeField
 from memory_admin.dashboard.helpers import (
     confirmed,
     keyset_page,
-    member_required,
     principal_of,
     redirect_back,
     safe_next,
 )
+from memory_admin.dashboard.nav import page
 from memory_admin.memory import tokens
 from memory_admin.memory.errors import DomainError
 
@@ -54,13 +55,13 @@ def _list_page(request: HttpRequest, form: TokenForm, status: int = 200) -> Http
     return render(request, "dashboard/tokens.html", context, status=status)
 
 
-@member_required
+@page(nav.TOKENS)
 def token_list(request: HttpRequest) -> HttpResponse:
     actor = principal_of(request)
     return _list_page(request, TokenForm(agents=tokens.agents_of(actor)))
 
 
-@member_required
+@page(nav.TOKENS)
 @require_POST
 def token_new(request: HttpRequest) -> HttpResponse:
     """Issue a token; the answer shows it once, rendered in this response (never in a URL, a redirect or a
@@ -83,7 +84,7 @@ def token_new(request: HttpRequest) -> HttpResponse:
     return _list_page(request, form, status=400)
 
 
-@member_required
+@page(nav.TOKENS)
 @require_POST
 def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
     """Revoke a token after a confirmation page (with a reason); its next API request answers 401."""

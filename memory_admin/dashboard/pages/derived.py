@@ -6,21 +6,19 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from memory_admin.dashboard.helpers import member_required, principal_of
-from memory_admin.derived import search
+from memory_admin.dashboard import nav
+from memory_admin.dashboard.helpers import principal_of
+from memory_admin.dashboard.nav import page
+from memory_admin.derived import search, selectors
 from memory_admin.derived.models import Invalidation
 
 
-@member_required
+@page(nav.AGENTS)
 def agents(request: HttpRequest) -> HttpResponse:
     """Open invalidation notices, oldest first: a notice delivered is not a notice applied."""
     principal = principal_of(request)
     now = timezone.now()
-    notices = list(
-        Invalidation.objects.filter(tenant_id=principal.tenant_id, acknowledged_at__isnull=True)
-        .select_related("agent", "load", "record", "successor")
-        .order_by("created_at")[:500]
-    )
+    notices = selectors.open_notices(principal.tenant_pk, limit=500)
     by_agent: dict[str, list[Invalidation]] = {}
     for notice in notices:
         by_agent.setdefault(notice.agent.name, []).append(notice)
@@ -37,7 +35,7 @@ def agents(request: HttpRequest) -> HttpResponse:
     return render(request, "dashboard/agents.html", {"rows": rows, "total": len(notices)})
 
 
-@member_required
+@page(nav.RETRIEVAL)
 def retrieval(request: HttpRequest) -> HttpResponse:
     """What an agent would retrieve now, and which stale copies the usable filter holds back."""
     principal = principal_of(request)

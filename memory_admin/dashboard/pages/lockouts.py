@@ -9,18 +9,20 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from memory_admin.accounts.lockout import lockout_minutes
-from memory_admin.dashboard.helpers import member_required, principal_of
+from memory_admin.dashboard import nav
+from memory_admin.dashboard.helpers import principal_of
+from memory_admin.dashboard.nav import page
 from memory_admin.memory import lockouts
 
 
-@member_required
+@page(nav.LOCKOUTS)
 @require_http_methods(["GET"])
 def sign_in_lockouts(request: HttpRequest) -> HttpResponse:
     rows = lockouts.failed_sign_ins(principal_of(request))
     return render(request, "dashboard/lockouts.html", {"rows": rows, "minutes": lockout_minutes()})
 
 
-@member_required
+@page(nav.LOCKOUTS)
 @require_http_methods(["POST"])
 def unlock(request: HttpRequest, principal_id: str) -> HttpResponseBase:
     person = lockouts.unlock(principal_of(request), principal_id, reason=request.POST.get("reason", "")[:2000])

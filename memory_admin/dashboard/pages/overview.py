@@ -1,0 +1,248 @@
+"""The overview: what needs the signed-in person (the inbox), the records' health and the latest changes.
+
+One view serves a page and its htmx fragment (`template#partial`), so every page also works without JavaScript.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, time, timedelta
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+
+from deletion import selectors as deletion_selectors
+from deletion import service as deletion_service
+from deletion import tombstones
+from deletion.models import DeletionRequest
+from memory_admin.accounts.models import Principal
+from memory_admin.dashboard import nav, wording
+from memory_admin.dashboard.helpers import (
+    fact_url,
+    principal_of,
+)
+from memory_admin.dashboard.nav import page
+from memory_admin.derived import selectors as derived_selectors
+from memory_admin.derived.embedding import embedder_status
+from memory_admin.memory import audit, expiry, stats, task_failures
+from memory_admin.memory import selectors as memory_selectors
+from memory_admin.memory.models import AuditEvent, FieldPolicy, MemoryRecord
+
+Status = MemoryRecord.Status
+
+
+# --- Overview ---------------------------------------------------------------------------------
+
+
+@dataclass
+class InboxItem:
+    """One thing that needs the signed-in person, linked to where it is handled."""
+
+    kind: str  # dispute | recheck | notice | deletion | policy
+    title: str
+    detail: str
+    href: str
+    since: datetime | None = None
+    urgent: bool = False
+
+
+def _inbox(principal: Principal, now: datetime) -> list[InboxItem]:
+    """What needs this person, by role: curators (owners, admins) resolve disputes, recheck high-risk
+    overdue fields and chase unapplied notices; compliance staff approve and follow deletions; admins fix
+    policies whose canonical source failed its last check. Each list is bounded; none counts the table, and
+    each is a fixed number of queries (selectors) whatever the number of rows or policies."""
+    items: list[InboxItem] = []
+    tenant_id = principal.tenant_pk
+    if principal.can_curate:
+        for dispute in memory_selectors.open_disputes(tenant_id, limit=10):
+            items.append(
+                InboxItem(
+                    "dispute",
+                    f"{dispute.subject_id} · {dispute.predicate}",
+                    f"{dispute.n} sources disagree; agents get no value until you choose",  # type: ignore[attr-defined]
+                    reverse("dashboard:disputes") + f"#{dispute.public_id}",
+                    dispute.opened_at,
+                    urgent=True,
+                )
+            )
+        for record, policy in memory_selectors.overdue_high_risk(tenant_id, now, limit=50):
+            assert record.recheck_after is not None  # the selector keeps only records with one
+            blocks = policy.on_failure == FieldPolicy.OnFailure.BLOCK_ACTION
+            items.append(
+                InboxItem(
+                    "recheck",
+                    f"{record.subject_id} · {record.predicate}",
+                    f"high risk, recheck {wording.overdue(record.recheck_after, now)}"
+                    + ("; actions on it are blocked until verified" if blocks else ""),
+                    fact_url(record),
+                    record.recheck_after,
+                    urgent=blocks,
+                )
+            )
+        for row in derived_selectors.open_notices_by_agent(tenant_id, limit=10):
+            items.append(
+                InboxItem(
+                    "notice",
+                    f"{row['agent__name']}: {row['n']} notice{'s' if row['n'] != 1 else ''} not applied",
+                    "delivered is not applied: the agent may still act on a replaced value",
+                    reverse("dashboard:agents"),
+                    row["oldest"],
+                )
+            )
+        for asked in expiry.pending_requests(principal, limit=10):
+            items.append(
+                InboxItem(
+                    "expiry",
+                    f"{asked.record.subject_id} · {asked.record.predicate}",
+                    f"{asked.requested_by.name or asked.requested_by.username} asks to expire it: {asked.reason}"
+                    "; agents keep using it until you decide",
+                    reverse("dashboard:expiry_requests") + f"#{asked.public_id}",
+                    asked.created_at,
+                )
+            )
+    if deletion_service.may_act(principal):
+        zone = timezone.get_current_timezone()
+        for request in deletion_selectors.needing_compliance(tenant_id, limit=20):
+            failed: int = request.failed  # type: ignore[attr-defined]
+            if request.state == DeletionRequest.State.AWAITING_APPROVAL:
+                what = "awaiting a second approval"
+            else:
+                what = f"{failed} store{'s' if failed != 1 else ''} failed; retry or look at the error"
+            if request.due_by:
+                deadline = datetime.combine(request.due_by, time(23, 59), tzinfo=zone)
+                what += f"; {wording.days_left(deadline, now)} (due {wording.people_date(request.due_by)})"
+            items.append(
+                InboxItem(
+                    "deletion",
+                    f"{request.public_id}: {request.get_scope_kind_display().lower()} in {request.project.key}",
+                    what,
+                    reverse("dashboard:deletion", args=[request.public_id]),
+                    request.accepted_at,
+                    urgent=bool(request.due_by and request.due_by <= (now + timedelta(days=3)).date()),
+                )
+            )
+    if principal.has_role("admin"):
+        for policy, last in memory_selectors.failing_canonical_sources(tenant_id, limit=50):
+            items.append(
+                InboxItem(
+                    "policy",
+                    f"Policy for {policy.predicate}"
+                    + (f" in {policy.project.key}" if policy.project else " (all projects)"),
+                    f"its canonical source failed the last check: {last.get_outcome_display().lower()}",
+                    reverse("dashboard:policy", args=[policy.pk]),
+                    last.attempted_at,
+                    urgent=True,
+                )
+            )
+    return items
+
+
+# The freshness chart's bands, each coloured by its records' own `recheck_after` (not by a fixed age).
+FRESHNESS_BANDS = [
+    ("fresh", "Fresh, recheck > 7 days off"),
+    ("soon", "Recheck due within 7 days"),
+    ("due", "Past its own recheck time"),
+    ("never", "Never verified"),
+]
+
+
+def _health_counts(tenant_id: int, now: datetime) -> dict[str, Any]:
+    """The overview's counts: maintained counters on PostgreSQL, exact counts on SQLite (memory/stats.py)."""
+    figures = stats.record_stats(tenant_id, now)
+    by_status, f = figures.by_status, figures.freshness
+    bands = {
+        "fresh": f["due_later"] + f["unscheduled"],
+        "soon": f["due_1d"] + f["due_7d"],
+        "due": f["overdue"],
+        "never": f["never"],
+    }
+    return {
+        "by_status": by_status,
+        "bands": bands,
+        "deleted": tombstones.deleted_record_count(tenant_id),
+        "open_disputes": memory_selectors.open_dispute_count(tenant_id),
+    }
+
+
+@dataclass
+class Change:
+    """One line of the overview's recent changes: "subject · predicate: old → new by whom"."""
+
+    event: AuditEvent
+    fact: str | None
+    words: str
+    old: Any = None
+    new: Any = None
+    status_change: bool = False
+    what: str = ""  # the object, when it is not a record: "Field policy 3"
+
+    @property
+    def at(self) -> datetime:
+        return self.event.at
+
+    @property
+    def object_id(self) -> str:
+        return self.event.object_id
+
+
+def _recent_changes(tenant_id: int) -> list[Change]:
+    """The latest audit events as "subject · predicate: old → new by whom", newest first (the time shown).
+
+    An assertion that replaced a value is written as two events (the old head superseded, the new record
+    created, at the same instant); they are told as one change."""
+    events, facts = memory_selectors.recent_changes(tenant_id, limit=15)
+    replaced = {
+        (e.at, facts.get(e.object_id)): e
+        for e in events
+        if e.action == audit.Action.RECORD_SUPERSEDED and e.object_id in facts
+    }
+    merged: set[int] = set()
+    rows = []
+    for event in events:
+        fact = facts.get(event.object_id) if event.object_type == "record" else None
+        change = Change(event, f"{fact[0]} · {fact[1]}" if fact else None, wording.action_words(event.action))
+        change.what = f"{wording.label(event.object_type)} {event.object_id}"
+        if event.action == audit.Action.RECORD_ASSERTED_CREATED and event.after:
+            change.new = event.after.get("value")
+            previous = replaced.get((event.at, fact)) if fact else None
+            if previous is not None and previous.before:
+                change.old = previous.before.get("value")
+                change.words = "changed"
+                merged.add(previous.pk)
+        elif event.before and event.after and event.before.get("status") != event.after.get("status"):
+            change.old, change.new = event.before.get("status"), event.after.get("status")
+            change.status_change = True
+        rows.append(change)
+    return [r for r in rows if r.event.pk not in merged][:12]
+
+
+@page(nav.OVERVIEW)
+def overview(request: HttpRequest) -> HttpResponse:
+    principal = principal_of(request)
+    now = timezone.now()
+    counts = _health_counts(principal.tenant_pk, now)
+    by_status, bands = counts["by_status"], counts["bands"]
+    peak = max([*bands.values(), 1])
+    context = {
+        "inbox": _inbox(principal, now),
+        # Deleted records leave no row once purged: their tombstones are what count (and the tile links to
+        # the deletion requests, where each one is followed).
+        "counts": [(status, by_status.get(status, 0)) for status in Status.values if status != Status.DELETED],
+        "disputed_records": by_status.get(Status.DISPUTED, 0),
+        "deleted": counts["deleted"],
+        "open_disputes": counts["open_disputes"],
+        # The same records as the chart's red band and the records page's "recheck due" filter.
+        "overdue": bands["due"],
+        "chart": [(key, words, bands[key], round(300 * bands[key] / peak)) for key, words in FRESHNESS_BANDS],
+        "recent": _recent_changes(principal.tenant_pk),
+        # Which embedder search uses here: a model that could not load (hashing instead) is said, never silent.
+        "embedder": embedder_status(),
+        # Rows a background task had to skip: owners and admins fix or exclude them.
+        "task_failures": (
+            task_failures.recent_failures(principal.tenant_pk)[:20] if principal.has_role("owner", "admin") else []
+        ),
+    }
+    return render(request, "dashboard/overview.html", context)

@@ -1,0 +1,212 @@
+"""Reads of the memory layer that pages show, each in a fixed number of queries whatever the number of rows or
+policies (a page's panel calls one of these). Selectors only read: none writes, audits or decides a rule
+(the rules stay in policies, reads, rechecks); they import nothing above the memory layer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Case, Count, IntegerField, OuterRef, Q, QuerySet, Subquery, When
+
+from memory_admin.memory import audit
+from memory_admin.memory.models import AuditEvent, Dispute, FieldPolicy, MemoryRecord, RecheckAttempt
+from memory_admin.memory.policies import policies_for
+
+# Audit events are shown by the time they happened (`at`, which a domain action may set to its own `now`),
+# not by insertion; the id breaks ties. The audit page's keyset cursor follows the same order.
+AUDIT_ORDER = ("-at", "-id")
+
+
+# --- Disputes -------------------------------------------------------------------------------------------
+
+
+def open_disputes(tenant_id: int, *, limit: int = 10) -> list[Dispute]:
+    """The oldest open disputes, each with its project and `n`, how many candidates disagree."""
+    return list(
+        Dispute.objects.filter(tenant_id=tenant_id, status=Dispute.Status.OPEN)
+        .select_related("project")
+        .annotate(n=Count("candidates"))
+        .order_by("opened_at")[:limit]
+    )
+
+
+def open_dispute_count(tenant_id: int) -> int:
+    return Dispute.objects.filter(tenant_id=tenant_id, status=Dispute.Status.OPEN).count()
+
+
+def disputes(tenant_id: int, show: str, *, limit: int = 100) -> list[tuple[Dispute, list[MemoryRecord]]]:
+    """The disputes in status `show` ("all": any), open ones oldest first, others newest first, each with its
+    candidates and their issuers (three queries in all)."""
+    rows = (
+        Dispute.objects.filter(tenant_id=tenant_id)
+        .select_related("project", "resolved_by", "winner")
+        .prefetch_related("candidates__issuer")
+        .order_by("opened_at" if show == "open" else "-opened_at")
+    )
+    if show in Dispute.Status.values:
+        rows = rows.filter(status=show)
+    return [(d, list(d.candidates.all())) for d in rows[:limit]]
+
+
+def open_dispute_of_fact(tenant_id: int, project: str, subject: str, predicate: str) -> Dispute | None:
+    """The fact's open dispute, its candidates and their issuers prefetched."""
+    return (
+        Dispute.objects.filter(
+            tenant_id=tenant_id,
+            project__key=project,
+            subject_id=subject,
+            predicate=predicate,
+            status=Dispute.Status.OPEN,
+        )
+        .prefetch_related("candidates__issuer")
+        .first()
+    )
+
+
+# --- Rechecks and policies ------------------------------------------------------------------------------
+
+
+def overdue_high_risk(tenant_id: int, now: datetime, *, limit: int = 50) -> list[tuple[MemoryRecord, FieldPolicy]]:
+    """Records kept fresh whose high-risk field is past its `recheck_after`, oldest due first, each with the
+    policy that governs it (policies.policies_for: the project's own, else the tenant-wide one)."""
+    high = FieldPolicy.objects.filter(tenant_id=tenant_id, risk=FieldPolicy.Risk.HIGH).values("predicate")
+    due = list(
+        MemoryRecord.objects.for_tenant(tenant_id)
+        .kept_fresh(now)
+        .filter(recheck_after__lte=now, predicate__in=high)
+        .select_related("project")
+        .order_by("recheck_after")[:limit]
+    )
+    governing = policies_for(tenant_id, {(r.project.key, r.predicate) for r in due})
+    rows = []
+    for record in due:
+        policy = governing[(record.project.key, record.predicate)]
+        if policy is not None and policy.risk == FieldPolicy.Risk.HIGH and record.recheck_after is not None:
+            rows.append((record, policy))
+    return rows
+
+
+def recheck_queue(tenant_id: int, now: datetime, *, limit: int = 300) -> list[tuple[MemoryRecord, FieldPolicy | None]]:
+    """Records kept fresh that are past `recheck_after` or flagged for a person, each with its governing policy."""
+    records = list(
+        # Today's value and a scheduled successor alike (the sweep's rule, `RecordQuerySet.kept_fresh`).
+        MemoryRecord.objects.for_tenant(tenant_id)
+        .kept_fresh(now)
+        .filter(Q(recheck_after__lte=now) | ~Q(attention=""))
+        .select_related("project")
+        .order_by("recheck_after")[:limit]
+    )
+    governing = policies_for(tenant_id, {(r.project.key, r.predicate) for r in records})
+    return [(r, governing[(r.project.key, r.predicate)]) for r in records]
+
+
+def failing_canonical_sources(tenant_id: int, *, limit: int = 50) -> list[tuple[FieldPolicy, RecheckAttempt]]:
+    """Policies with a canonical source whose last automatic check (any trigger but a person's manual
+    verification) did not verify, each with that attempt. Two queries for any number of policies: the last
+    attempt's id is a correlated subquery per policy row (over the field's records in the policy's project, or
+    in every project for a tenant-wide policy), then the attempts are read by id."""
+    automatic = RecheckAttempt.objects.filter(tenant_id=tenant_id, record__predicate=OuterRef("predicate")).exclude(
+        trigger=RecheckAttempt.Trigger.MANUAL
+    )
+    newest = automatic.order_by("-id").values("id")[:1]
+    in_project = automatic.filter(record__project_id=OuterRef("project_id")).order_by("-id").values("id")[:1]
+    policies = list(
+        FieldPolicy.objects.filter(tenant_id=tenant_id, canonical_source__isnull=False)
+        .select_related("project")
+        .annotate(
+            last_attempt_id=Case(
+                When(project__isnull=True, then=Subquery(newest)),
+                default=Subquery(in_project),
+                output_field=IntegerField(),
+            )
+        )
+        .order_by("id")[:limit]
+    )
+    wanted = [p.last_attempt_id for p in policies if p.last_attempt_id is not None]
+    attempts = RecheckAttempt.objects.in_bulk(wanted)
+    rows: list[tuple[FieldPolicy, RecheckAttempt]] = []
+    for policy in policies:
+        last = attempts.get(policy.last_attempt_id)
+        if last is not None and not last.verified:
+            rows.append((policy, last))
+    return rows
+
+
+def field_policies(tenant_id: int) -> QuerySet[FieldPolicy]:
+    return (
+        FieldPolicy.objects.filter(tenant_id=tenant_id).select_related("project").order_by("predicate", "project__key")
+    )
+
+
+def field_policy(tenant_id: int, policy_id: int) -> FieldPolicy | None:
+    return FieldPolicy.objects.filter(tenant_id=tenant_id, pk=policy_id).select_related("project").first()
+
+
+# --- Records and facts ------------------------------------------------------------------------------------
+
+
+def records_by_memory_id(tenant_id: int, memory_ids: list[str]) -> list[MemoryRecord]:
+    """The tenant's live records among `memory_ids`, with their projects."""
+    return list(MemoryRecord.objects.for_tenant(tenant_id).filter(memory_id__in=memory_ids).select_related("project"))
+
+
+@dataclass
+class FactTrail:
+    """What the fact page shows beside the chain: recheck attempts, audit events and the open dispute."""
+
+    attempts: list[RecheckAttempt]
+    events: list[AuditEvent]
+    dispute: Dispute | None
+    candidates: list[MemoryRecord]
+
+
+def fact_trail(
+    tenant_id: int, chain: list[MemoryRecord], project: str, subject: str, predicate: str, *, limit: int = 50
+) -> FactTrail:
+    """The fact's recheck attempts and audit events (newest first, `limit` of each) and its open dispute with
+    the candidates: four queries whatever the length of the chain."""
+    attempts = list(RecheckAttempt.objects.filter(record__in=[r.pk for r in chain]).order_by("-id")[:limit])
+    events = list(
+        AuditEvent.objects.filter(tenant_id=tenant_id, object_id__in=[r.memory_id for r in chain]).order_by(
+            *AUDIT_ORDER
+        )[:limit]
+    )
+    dispute = open_dispute_of_fact(tenant_id, project, subject, predicate)
+    return FactTrail(attempts, events, dispute, list(dispute.candidates.all()) if dispute else [])
+
+
+# --- Audit --------------------------------------------------------------------------------------------------
+
+
+def recent_changes(tenant_id: int, *, limit: int = 15) -> tuple[list[AuditEvent], dict[str, tuple[str, str]]]:
+    """The latest audit events that changed something (an agent's MCP tool call is audited but changes
+    nothing), newest first, and the (subject, predicate) of each record they name: two queries."""
+    changes = AuditEvent.objects.filter(tenant_id=tenant_id).exclude(action=audit.Action.MCP_TOOL_CALLED)
+    events = list(changes.order_by(*AUDIT_ORDER)[:limit])
+    record_ids = {e.object_id for e in events if e.object_type == "record"}
+    facts = {
+        m: (s, p)
+        for m, s, p in MemoryRecord.objects.filter(tenant_id=tenant_id, memory_id__in=record_ids).values_list(
+            "memory_id", "subject_id", "predicate"
+        )
+    }
+    return events, facts
+
+
+def audit_events(tenant_id: int, criteria: dict[str, Any]) -> QuerySet[AuditEvent]:
+    """The tenant's audit events matching the audit page's filters (actor, action, object, since, until); the
+    caller pages them by AUDIT_ORDER."""
+    rows = AuditEvent.objects.filter(tenant_id=tenant_id)
+    if criteria.get("actor"):
+        rows = rows.filter(actor_name=criteria["actor"])
+    if criteria.get("action"):
+        rows = rows.filter(action=criteria["action"])
+    if criteria.get("object"):
+        rows = rows.filter(object_id=criteria["object"])
+    if criteria.get("since"):
+        rows = rows.filter(at__gte=criteria["since"])
+    if criteria.get("until"):
+        rows = rows.filter(at__lte=criteria["until"])
+    return rows
