@@ -36,7 +36,8 @@ class ContextsStore(Store):
         # may quote the deleted value. The notice stays (its holder must still acknowledge it); its reason
         # becomes the deletion's.
         reason = NOTICE_REASON.format(request=job.request_public_id)
-        return self._notices(job).exclude(reason=reason).update(reason=reason)
+        changed: int = self._notices(job).exclude(reason=reason).update(reason=reason)
+        return changed
 
     def verify(self, job: Job) -> Verification:
         now = timezone.now()

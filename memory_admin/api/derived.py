@@ -84,7 +84,7 @@ class EventViewSet(viewsets.GenericViewSet):
     serializer_class = EventSerializer
 
     def get_queryset(self) -> QuerySet[Event]:
-        return Event.objects.filter(tenant_id=principal_of(self.request).tenant_id).visible().select_related("project")
+        return Event.objects.filter(tenant_id=principal_of(self.request).tenant_pk).visible().select_related("project")
 
     @extend_schema(request=EventSerializer, responses={201: EventOutSerializer})
     def create(self, request: Request) -> Response:
@@ -106,7 +106,7 @@ class EventViewSet(viewsets.GenericViewSet):
         if wanted.get("subject_id"):
             # Through the EventSubject index (JSON containment is PostgreSQL-only, and unindexed there).
             tagged = EventSubject.objects.filter(
-                tenant_id=principal_of(request).tenant_id, subject_id=wanted["subject_id"]
+                tenant_id=principal_of(request).tenant_pk, subject_id=wanted["subject_id"]
             )
             events = events.filter(pk__in=tagged.values("event_id"))
         page = self.paginate_queryset(events)

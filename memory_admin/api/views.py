@@ -188,7 +188,7 @@ class DisputeViewSet(viewsets.GenericViewSet):
 
     def get_queryset(self) -> QuerySet[Dispute]:
         return (
-            Dispute.objects.filter(tenant_id=principal_of(self.request).tenant_id)
+            Dispute.objects.filter(tenant_id=principal_of(self.request).tenant_pk)
             .select_related("project", "resolved_by", "winner")
             .prefetch_related("candidates__issuer")
         )
@@ -260,7 +260,7 @@ class FieldPolicyViewSet(
     pagination_class = OldestFirstCursorPagination
 
     def get_queryset(self) -> QuerySet[FieldPolicy]:
-        return FieldPolicy.objects.filter(tenant_id=principal_of(self.request).tenant_id).select_related("project")
+        return FieldPolicy.objects.filter(tenant_id=principal_of(self.request).tenant_pk).select_related("project")
 
     def _data(self, serializer: s.FieldPolicySerializer) -> dict[str, Any]:
         data = dict(serializer.validated_data)

@@ -97,8 +97,8 @@ def conformance_start(request: HttpRequest) -> HttpResponse:
         messages.error(request, "A run is already under way; wait for it to finish.")
         return HttpResponseRedirect(reverse("dashboard:conformance"))
     run = ConformanceRun.objects.create(
-        tenant_id=principal.tenant_id, started_by=principal, targets=target_names(), variants=int(raw)
+        tenant_id=principal.tenant_pk, started_by=principal, targets=target_names(), variants=int(raw)
     )
-    enqueue_after_commit(run_conformance, run.pk, principal.tenant_id)
+    enqueue_after_commit(run_conformance, run.pk, principal.tenant_pk)
     messages.success(request, "The conformance suite is running; this page follows it.")
     return HttpResponseRedirect(reverse("dashboard:conformance"))

@@ -118,7 +118,7 @@ def _test_settings(
         words = f"Too many source tests; try again in {math.ceil(wait)} seconds. Nothing was fetched."
         return {"outcome": "throttled", "words": words, "detail": ""}, 429
     unsaved = FieldPolicy(
-        tenant_id=principal_of(request).tenant_id,
+        tenant_id=principal_of(request).tenant_pk,
         predicate=data["predicate"],
         canonical_source=data["canonical_source"],
         canonical_ref_prefix=data["canonical_ref_prefix"],

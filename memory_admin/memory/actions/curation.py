@@ -46,7 +46,7 @@ def get_record(principal: Principal, memory_id: str, *, for_update: bool = False
     qs = MemoryRecord.objects.for_tenant(principal.tenant_pk)
     if for_update:
         qs = qs.select_for_update()
-    record = qs.select_related("project").filter(memory_id=memory_id).first()
+    record: MemoryRecord | None = qs.select_related("project").filter(memory_id=memory_id).first()
     if record is None:
         raise NotFound(f"No record {memory_id!r}.")
     return record

@@ -19,7 +19,7 @@ Status = MemoryRecord.Status
 
 
 def get_dispute(principal: Principal, public_id: str, *, for_update: bool = False) -> Dispute:
-    qs = Dispute.objects.filter(tenant_id=principal.tenant_id)
+    qs = Dispute.objects.filter(tenant_id=principal.tenant_pk)
     if for_update:
         qs = qs.select_for_update()
     dispute = qs.select_related("project").filter(public_id=public_id).first()

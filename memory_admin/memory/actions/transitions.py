@@ -65,7 +65,7 @@ def _settle_rows(pks: list[int], now: datetime) -> int:
         if not ended:
             return 0
         successors = [r.pk for r in ended if r.superseded_by_id]
-        count = MemoryRecord.objects.filter(pk__in=successors).update(status=Status.SUPERSEDED)
+        count: int = MemoryRecord.objects.filter(pk__in=successors).update(status=Status.SUPERSEDED)
         count += MemoryRecord.objects.filter(pk__in=[r.pk for r in ended if not r.superseded_by_id]).update(
             status=Status.EXPIRED
         )

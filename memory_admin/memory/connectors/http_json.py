@@ -17,6 +17,7 @@ from urllib.parse import quote, urlsplit
 
 from django.conf import settings as django_settings
 
+from memory_admin.lib.source_settings import DEFAULT_PORTS
 from memory_admin.memory.connectors import outbound
 from memory_admin.memory.connectors.base import (
     Connector,
@@ -225,7 +226,7 @@ def _url_problems(template: Any) -> list[str]:
         return problems
     try:
         parts = urlsplit(template)
-        host, port = parts.hostname, parts.port or outbound.DEFAULT_PORTS[parts.scheme]
+        host, port = parts.hostname, parts.port or DEFAULT_PORTS[parts.scheme]
     except ValueError:
         return [*problems, "url_template has a malformed host or port."]
     if not host:
