@@ -10,8 +10,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.conf import settings
+from django.core.exceptions import SuspiciousOperation
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseNotFound, JsonResponse
 from django.template import loader
+from django.urls import Resolver404
 from django.views import defaults
 
 API_PREFIX = "/api/"
@@ -111,6 +114,45 @@ class LengthRequiredMiddleware:
         return response
 
 
+class ProductErrorPagesMiddleware:
+    """Under DEBUG (`make run`), answer with the product's 400, 404 and 500 pages, never Django's technical ones.
+
+    With DEBUG on, Django skips handler404/400/500: an unknown URL shows the whole URL configuration, a view's
+    Http404 its internal message, a failure a traceback with settings. Those are developer pages, and `make run`
+    is the first thing every user meets. A view's Http404 is answered here (with its message, when it is one
+    written for people); an unknown URL, a SuspiciousOperation and an unhandled exception, which Django turns
+    into a technical page before any middleware sees them, are recognised by that page's own wording and
+    replaced. The failure is logged by Django as before. DEBUG_TECHNICAL_ERRORS=1 keeps Django's pages.
+    """
+
+    # Every technical page (404 and 500) says why it is shown; no page of the product says this.
+    TECHNICAL_MARK = b"DEBUG = True</code>"
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    @staticmethod
+    def _active() -> bool:
+        return bool(settings.DEBUG) and not settings.DEBUG_TECHNICAL_ERRORS
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if not self._active() or response.status_code not in (400, 404, 500) or response.streaming:
+            return response
+        if not response.get("Content-Type", "").startswith("text/html") or self.TECHNICAL_MARK not in response.content:
+            return response
+        if response.status_code == 404:
+            return page_not_found(request, Resolver404())
+        if response.status_code == 400:
+            return bad_request(request, SuspiciousOperation())
+        return server_error(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if self._active() and isinstance(exception, Http404):
+            return page_not_found(request, exception)
+        return None
+
+
 # --- handler400/403/404/500 (set in memory_admin/urls.py) ----------------------------------------
 
 
@@ -129,7 +171,12 @@ def permission_denied(request: HttpRequest, exception: Exception) -> HttpRespons
 def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     if is_api(request):
         return api_error("not_found", "No such endpoint or object.", 404)
-    return defaults.page_not_found(request, exception)
+    # A view's Http404 says what is missing in people's words ("No such fact."); an unmatched URL (Resolver404)
+    # carries only the patterns it tried, which are not shown.
+    detail = ""
+    if isinstance(exception, Http404) and not isinstance(exception, Resolver404) and exception.args:
+        detail = exception.args[0] if isinstance(exception.args[0], str) else ""
+    return HttpResponseNotFound(loader.render_to_string("404.html", {"detail": detail}, request=None))
 
 
 def server_error(request: HttpRequest) -> HttpResponse:

@@ -26,6 +26,11 @@ VAR_DIR = Path(envstr("VAR_DIR", str(BASE_DIR / "var")))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 DEBUG = envbool("DEBUG", True)
+# Under DEBUG, Django answers an unknown URL, a 404 and a failure with its technical pages (the URL configuration,
+# a traceback). `make run` is what people meet first, so they get the product's pages in both modes
+# (memory_admin/http_errors.py, ProductErrorPagesMiddleware); DEBUG_TECHNICAL_ERRORS=1 brings Django's back for
+# a developer. Tracebacks are in the console either way.
+DEBUG_TECHNICAL_ERRORS = envbool("DEBUG_TECHNICAL_ERRORS", False)
 SECRET_KEY = envstr("SECRET_KEY", "")
 if not SECRET_KEY:
     if not DEBUG:
@@ -63,6 +68,8 @@ MIDDLEWARE = [
     # The Content Security Policy (SECURE_CSP, "Production profile" below) goes on every answer.
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # The product's 400/404/500 pages under DEBUG too (make run), in place of Django's technical pages.
+    "memory_admin.http_errors.ProductErrorPagesMiddleware",
     # NUL and control characters in a URL are refused before a session, a view or a query sees them.
     "memory_admin.http_errors.RejectControlCharactersMiddleware",
     # A body framed by Transfer-Encoding instead of Content-Length is a 411, never read as empty.

@@ -266,8 +266,10 @@ def record_detail(request: HttpRequest, memory_id: str) -> HttpResponse:
 def fact(request: HttpRequest) -> HttpResponse:
     principal = principal_of(request)
     # As the filter form reads them: trimmed and NFKC-normalised, so a link typed with fullwidth letters finds the fact.
+    # The API's names (project_id, subject_id) are accepted too, so a link built from a record's fields works.
     project, subject, predicate = (
-        validation.normalize_identifier(request.GET.get(k, "").strip()) for k in ("project", "subject", "predicate")
+        validation.normalize_identifier((request.GET.get(name) or request.GET.get(api_name) or "").strip())
+        for name, api_name in (("project", "project_id"), ("subject", "subject_id"), ("predicate", "predicate"))
     )
     if not (project and subject and predicate):
         raise Http404("Name a project, subject and predicate.")
