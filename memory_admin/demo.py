@@ -10,6 +10,7 @@ import random
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
@@ -19,7 +20,7 @@ from memory_admin.derived import lineage
 from memory_admin.derived.lineage import BaseRef
 from memory_admin.memory import actions, tokens
 from memory_admin.memory.actions import Assertion
-from memory_admin.memory.models import FieldPolicy, MemoryRecord, Project
+from memory_admin.memory.models import FieldPolicy, MemoryRecord
 from memory_admin.memory.policies import save_field_policy
 
 TENANT = "demo"
@@ -292,55 +293,106 @@ SYNTHETIC_PREDICATES = [
 ]
 
 
-def _synthetic(agent: Principal, subjects: int, rng: random.Random) -> int:
-    """Volume for the pages: `subjects` subjects over three projects, some facts with two versions."""
+def _synthetic_subject(agent: Principal, i: int, rng: random.Random, base: datetime) -> int:
+    """One synthetic subject: two of its predicates, some with a second version."""
     made = 0
-    base = timezone.now() - timedelta(days=60)
-    for i in range(subjects):
-        project = f"project-{'bcd'[i % 3]}"
-        subject = f"item-{i:05d}"
-        for predicate in rng.sample(SYNTHETIC_PREDICATES, 2):
-            when = base + timedelta(minutes=rng.randrange(60 * 24 * 50))
-            a = Assertion(
+    project = f"project-{'bcd'[i % 3]}"
+    subject = f"item-{i:05d}"
+    for predicate in rng.sample(SYNTHETIC_PREDICATES, 2):
+        when = base + timedelta(minutes=rng.randrange(60 * 24 * 50))
+        a = Assertion(
+            project_id=project,
+            subject_id=subject,
+            predicate=predicate,
+            value=f"{predicate}-{rng.randrange(1000)}",
+            valid_from=when,
+            source_canonical_ref=f"crm:{subject}",
+            source_revision="1",
+        )
+        first = actions.assert_fact(agent, a, now=when, verified_at=when if rng.random() < 0.6 else None)
+        made += 1
+        if rng.random() < 0.3:
+            later = when + timedelta(days=rng.randrange(1, 9))
+            b = Assertion(
                 project_id=project,
                 subject_id=subject,
                 predicate=predicate,
                 value=f"{predicate}-{rng.randrange(1000)}",
-                valid_from=when,
+                valid_from=later,
                 source_canonical_ref=f"crm:{subject}",
-                source_revision="1",
+                source_revision="2",
+                expected_revision=first.record.revision,
             )
-            first = actions.assert_fact(agent, a, now=when, verified_at=when if rng.random() < 0.6 else None)
+            actions.assert_fact(agent, b, now=later, verified_at=later)
             made += 1
-            if rng.random() < 0.3:
-                later = when + timedelta(days=rng.randrange(1, 9))
-                b = Assertion(
-                    project_id=project,
-                    subject_id=subject,
-                    predicate=predicate,
-                    value=f"{predicate}-{rng.randrange(1000)}",
-                    valid_from=later,
-                    source_canonical_ref=f"crm:{subject}",
-                    source_revision="2",
-                    expected_revision=first.record.revision,
-                )
-                actions.assert_fact(agent, b, now=later, verified_at=later)
-                made += 1
     return made
 
 
-def seed_demo(*, subjects: int = 1500, seed: int = 7) -> dict[str, Any]:
-    """Build the demo tenant; running it again changes nothing but the agent's fresh token."""
+# Subjects written per transaction: short enough that the web server's writes on SQLite (one writer at a time)
+# wait a fraction of a second while the volume loads beside it.
+VOLUME_CHUNK = 50
+
+
+def volume_progress_key(tenant_id: int) -> str:
+    return f"demo:volume:{tenant_id}"
+
+
+def volume_progress(tenant_id: int) -> dict[str, int] | None:
+    """How far the demo's synthetic volume has loaded ({"done", "total"} subjects), or None when none is loading
+    (no demo, or a load that finished): what the overview shows while `make run` loads it in the background."""
+    progress = cache.get(volume_progress_key(tenant_id))
+    if not isinstance(progress, dict) or progress.get("done", 0) >= progress.get("total", 0):
+        return None
+    return {"done": int(progress["done"]), "total": int(progress["total"])}
+
+
+def seed_volume(*, subjects: int = 1500, seed: int = 7, on_chunk: Any = None) -> int:
+    """Volume for the pages: `subjects` subjects over three projects, some facts with two versions. Written in
+    chunks of VOLUME_CHUNK subjects, one transaction each, so it can run beside the web server and resume where
+    it stopped: a chunk with any of its subjects present is skipped. Each chunk's facts come from their own random
+    stream (seed and chunk), so a resumed load writes what an uninterrupted one would have."""
+    # The agent seed_story made (the volume loads after it); made here when the volume is loaded alone.
+    agent = Principal.objects.filter(tenant__slug=TENANT, name="agent").first() or ensure_principal(
+        TENANT, "agent", [Role.AGENT]
+    )
+    tenant_id = agent.tenant_pk
+    key = volume_progress_key(tenant_id)
+    base = timezone.now() - timedelta(days=60)
+    made = 0
+    for start in range(0, subjects, VOLUME_CHUNK):
+        stop = min(start + VOLUME_CHUNK, subjects)
+        # A chunk is written in one transaction: any of its subjects present means it was loaded (and a subject
+        # deleted since is not written again).
+        done_already = MemoryRecord.objects.filter(
+            tenant_id=tenant_id, subject_id__in=[f"item-{i:05d}" for i in range(start, stop)]
+        ).exists()
+        if not done_already:
+            rng = random.Random(f"{seed}:{start}")
+            with transaction.atomic():
+                for i in range(start, stop):
+                    made += _synthetic_subject(agent, i, rng, base)
+        cache.set(key, {"done": stop, "total": subjects}, timeout=24 * 3600)
+        if on_chunk is not None:
+            on_chunk(stop, subjects)
+    return made
+
+
+def seed_story() -> str:
+    """The demo tenant's people, policies and the article's story, and a fresh agent token (returned). Running it
+    again changes nothing but the token: the previous run's demo token stops working; both changes are audited
+    like any token change."""
     with transaction.atomic():
         principals = _principals()
         _policies(principals["admin"])
         if not MemoryRecord.objects.filter(memory_id="mem-deadline-001").exists():
             _story(principals)
-        made = 0
-        if not Project.objects.filter(tenant_id=principals["agent"].tenant_pk, key="project-b").exists():
-            made = _synthetic(principals["agent"], subjects, random.Random(seed))
-        # The previous run's demo token stops working; both changes are audited like any token change.
         for old in ApiToken.objects.filter(principal=principals["agent"], name="demo", revoked_at__isnull=True):
             tokens.revoke(old, actor=None, reason="seed_demo issued a new demo token")
-        token = tokens.issue(principals["agent"], name="demo", reason="seed_demo")[1]
+        return tokens.issue(principals["agent"], name="demo", reason="seed_demo")[1]
+
+
+def seed_demo(*, subjects: int = 1500, seed: int = 7) -> dict[str, Any]:
+    """Build the demo tenant, story then volume; running it again changes nothing but the agent's fresh token."""
+    token = seed_story()
+    made = seed_volume(subjects=subjects, seed=seed)
     return {"synthetic_records": made, "agent_token": token}

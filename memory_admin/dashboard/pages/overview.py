@@ -25,6 +25,7 @@ from memory_admin.dashboard.helpers import (
     principal_of,
 )
 from memory_admin.dashboard.nav import page
+from memory_admin.demo import volume_progress
 from memory_admin.derived import selectors as derived_selectors
 from memory_admin.derived.embedding import embedder_status
 from memory_admin.memory import audit, expiry, stats, task_failures
@@ -240,6 +241,8 @@ def overview(request: HttpRequest) -> HttpResponse:
         "recent": _recent_changes(principal.tenant_pk),
         # Which embedder search uses here: a model that could not load (hashing instead) is said, never silent.
         "embedder": embedder_status(),
+        # While `make run` loads the demo's synthetic volume in the background: how far it is (none otherwise).
+        "demo_volume": volume_progress(principal.tenant_pk),
         # Rows a background task had to skip: owners and admins fix or exclude them.
         "task_failures": (
             task_failures.recent_failures(principal.tenant_pk)[:20] if principal.has_role("owner", "admin") else []
