@@ -17,6 +17,81 @@ from memory_admin.memory.filters import Door, RecordFilter
 from memory_admin.memory.models import MemoryRecord
 from memory_admin.memory.reads import FRESHNESS_LABELS
 
+DURATION_UNITS: dict[str, tuple[str, timedelta]] = {
+    "minutes": ("minutes", timedelta(minutes=1)),
+    "hours": ("hours", timedelta(hours=1)),
+    "days": ("days", timedelta(days=1)),
+    "weeks": ("weeks", timedelta(weeks=1)),
+}
+
+
+class DurationInUnitsWidget(forms.MultiWidget):
+    """A duration as people give it: a whole number and a unit (6 hours, 1 day, 2 weeks), not ISO 8601."""
+
+    def __init__(self, attrs: dict[str, Any] | None = None) -> None:
+        super().__init__(
+            {
+                "amount": forms.NumberInput(attrs={"min": 1, "step": 1, "inputmode": "numeric", "class": "amount"}),
+                "unit": forms.Select(
+                    attrs={"aria-label": "Unit", "class": "unit"},
+                    choices=[(k, words) for k, (words, _) in DURATION_UNITS.items()],
+                ),
+            },
+            attrs,
+        )
+
+    def decompress(self, value: Any) -> list[Any]:
+        if isinstance(value, str):
+            value = validation.parse_iso_duration(value) if value.startswith("P") else None
+        if not isinstance(value, timedelta) or value <= timedelta(0):
+            return [None, "days"]
+        # The largest unit that states it exactly: 36 hours stays 36 hours, 14 days is 2 weeks.
+        for unit, (_, size) in reversed(DURATION_UNITS.items()):
+            if value % size == timedelta(0):
+                return [value // size, unit]
+        return [round(value / DURATION_UNITS["minutes"][1]), "minutes"]
+
+    def value_from_datadict(self, data: Any, files: Any, name: str) -> Any:
+        # A form posted by a script may still send one ISO 8601 value under the field's own name.
+        if f"{name}_amount" not in data and name in data:
+            return data.get(name)
+        return super().value_from_datadict(data, files, name)
+
+    def id_for_label(self, id_: str) -> str:
+        # The field's label names the number (Django leaves a MultiWidget's label unattached); the unit's select
+        # carries its own name, "Unit".
+        return f"{id_}_0" if id_ else id_
+
+
+class DurationInUnitsField(forms.Field):
+    """A recheck interval: a number and a unit from the page (or one ISO 8601 duration from a script), at most
+    validation.MAX_DURATION; blank means none."""
+
+    widget = DurationInUnitsWidget
+
+    def to_python(self, value: Any) -> timedelta | None:
+        if isinstance(value, list | tuple):
+            amount, unit = (str(v).strip() if v is not None else "" for v in [*value, "", ""][:2])
+            if not amount:
+                return None
+            if unit not in DURATION_UNITS:
+                raise forms.ValidationError("Choose minutes, hours, days or weeks.")
+            if not amount.isdigit() or int(amount) < 1:
+                raise forms.ValidationError("Give a whole number of at least 1.")
+            if len(amount) > 9:
+                raise forms.ValidationError(validation.DURATION_MESSAGE)
+            parsed: timedelta | None = int(amount) * DURATION_UNITS[unit][1]
+        else:
+            text = str(value or "").strip()
+            if not text:
+                return None
+            parsed = validation.parse_iso_duration(text) if text.startswith("P") else None
+            if parsed is None or parsed.total_seconds() <= 0:
+                raise forms.ValidationError("Give a number and a unit, such as 6 hours or 1 day.")
+        if problems := validation.duration_problems(parsed):
+            raise forms.ValidationError(problems)
+        return parsed
+
 
 class LocalDateTimeField(forms.CharField):
     """A datetime typed in the page: ISO with an offset, or a local time in the tenant's time zone."""
@@ -210,7 +285,7 @@ class PolicyForm(forms.Form):
         max_length=2000,
         label="Reporters: principals that speak for this source (names, comma-separated; their reports verify)",
     )
-    recheck_interval = forms.CharField(required=False, max_length=50, label="Recheck interval (ISO 8601, e.g. P1D)")
+    recheck_interval = DurationInUnitsField(required=False, label="Recheck every (blank: never)")
     recheck_before_action = forms.BooleanField(required=False)
     on_failure = forms.ChoiceField(
         choices=[("answer_with_caveat", "Answer with a caveat"), ("block_action", "Block actions")]
@@ -274,17 +349,6 @@ class PolicyForm(forms.Form):
     def initial_for_new(cls) -> dict[str, Any]:
         return {f.key: f.default for f in _setting_fields().values() if f.default is not None}
 
-    def clean_recheck_interval(self) -> Any:
-        text = self.cleaned_data["recheck_interval"].strip()
-        if not text:
-            return None
-        parsed = validation.parse_iso_duration(text) if text.startswith("P") else None
-        if parsed is None or parsed.total_seconds() <= 0:
-            raise forms.ValidationError("Give an ISO 8601 duration such as P1D or PT6H.")
-        if problems := validation.duration_problems(parsed):
-            raise forms.ValidationError(problems)
-        return parsed
-
     def clean_reporters(self) -> list[str]:
         names = [n.strip() for n in self.cleaned_data["reporters"].split(",") if n.strip()]
         if names and not self.cleaned_data.get("connector"):
@@ -323,8 +387,6 @@ class PolicyForm(forms.Form):
 
     @classmethod
     def initial_for(cls, policy: Any) -> dict[str, Any]:
-        from django.utils.duration import duration_iso_string
-
         source = policy.canonical_source or {}
         return {
             "project_id": policy.project.key if policy.project_id else "",
@@ -334,7 +396,7 @@ class PolicyForm(forms.Form):
             "connector": source.get("connector", ""),
             **{f.key: source.get(f.key, "" if f.kind == "text" else None) for f in _setting_fields().values()},
             "reporters": ", ".join(source.get("reporters") or []),
-            "recheck_interval": duration_iso_string(policy.recheck_interval) if policy.recheck_interval else "",
+            "recheck_interval": policy.recheck_interval,
             "recheck_before_action": policy.recheck_before_action,
             "on_failure": policy.on_failure,
             "risk": policy.risk,

@@ -46,13 +46,18 @@ def test_an_admin_creates_a_policy_in_the_editor(admin):
 
 
 def test_the_editor_explains_bad_settings_and_saves_nothing(admin):
-    bad = {**POLICY_FORM, "url_template": "ftp://x/{customer}", "value_pointer": "value", "recheck_interval": "6h"}
+    bad = {
+        **POLICY_FORM,
+        "url_template": "ftp://x/{customer}",
+        "value_pointer": "value",
+        "recheck_interval_amount": "six",
+    }
     response = signed_in(admin).post("/policies/new/", bad)
     assert response.status_code == 400
     page = response.content.decode()
-    assert "ISO 8601 duration" in page
+    assert "Give a whole number of at least 1." in page
     assert FieldPolicy.objects.count() == 0
-    fixed = {**bad, "recheck_interval": "PT6H"}
+    fixed = {**bad, "recheck_interval_amount": "6"}
     response = signed_in(admin).post("/policies/new/", fixed)
     assert response.status_code == 400
     assert "url_template must be an http(s) URL" in response.content.decode()
@@ -168,3 +173,44 @@ def test_manual_verification_by_someone_not_authorized_is_refused(owner, admin):
     response = signed_in(owner).post(f"/records/{record.memory_id}/verify/", {"verdict": "still_true"}, follow=True)
     assert "Not recorded" in response.content.decode()
     assert MemoryRecord.objects.get(pk=record.pk).last_verified_at is None
+
+
+@pytest.mark.parametrize(
+    ("amount", "unit", "expected"),
+    [("6", "hours", timedelta(hours=6)), ("1", "days", timedelta(days=1)), ("2", "weeks", timedelta(days=14))],
+)
+def test_the_recheck_interval_is_given_in_peoples_units(admin, amount, unit, expected):
+    """Issue 34, item 3: a number and a unit, not an ISO 8601 duration typed by hand."""
+    form = {**POLICY_FORM, "recheck_interval_amount": amount, "recheck_interval_unit": unit}
+    assert signed_in(admin).post("/policies/new/", form).status_code == 302
+    policy = FieldPolicy.objects.get(predicate="send_permission")
+    assert policy.recheck_interval == expected
+    # Shown again as the same number and unit.
+    page = signed_in(admin).get(f"/policies/{policy.pk}/").content.decode()
+    assert f'name="recheck_interval_amount" value="{amount}"' in page
+    assert f'<option value="{unit}" selected>' in page
+
+
+@pytest.mark.parametrize(
+    ("amount", "unit", "message"),
+    [
+        ("0", "days", "Give a whole number of at least 1."),
+        ("1.5", "days", "Give a whole number of at least 1."),
+        ("7", "fortnights", "Choose minutes, hours, days or weeks."),
+        ("99999", "weeks", "At most 36600 days."),
+    ],
+)
+def test_a_bad_interval_is_explained_beside_it_and_nothing_is_saved(admin, amount, unit, message):
+    form = {**POLICY_FORM, "recheck_interval_amount": amount, "recheck_interval_unit": unit}
+    response = signed_in(admin).post("/policies/new/", form)
+    assert response.status_code == 400
+    assert message in response.content.decode()
+    assert FieldPolicy.objects.count() == 0
+
+
+def test_a_script_may_still_post_one_iso_8601_interval(admin):
+    form = {k: v for k, v in POLICY_FORM.items() if not k.startswith("recheck_interval")}
+    assert signed_in(admin).post("/policies/new/", {**form, "recheck_interval": "P1D"}).status_code == 302
+    assert FieldPolicy.objects.get(predicate="send_permission").recheck_interval == timedelta(days=1)
+    refused = signed_in(admin).post("/policies/new/", {**form, "predicate": "other", "recheck_interval": "7 days"})
+    assert refused.status_code == 400 and "such as 6 hours or 1 day" in refused.content.decode()

@@ -25,7 +25,9 @@ POLICY_FORM = {
     "value_pointer": "/value",
     "revision_pointer": "/rev",
     "timeout_seconds": "2",
-    "recheck_interval": "PT6H",
+    # The editor's number-and-unit control (dashboard/forms.py, DurationInUnitsField).
+    "recheck_interval_amount": "6",
+    "recheck_interval_unit": "hours",
     "recheck_before_action": "on",
     "on_failure": "block_action",
     "risk": "high",
