@@ -281,7 +281,7 @@ def test_the_page_files_the_previewed_scope_on_confirmation(compliance, two_reco
     request = DeletionRequest.objects.get()
     assert request.scope_value == [first]
     assert response.redirect_chain[-1][0] == f"/deletions/{request.public_id}/"
-    assert f"Deletion request {request.public_id} filed." in response.content.decode()
+    assert f"Deletion filed for 1 record in {request.project.key}; its progress is below." in response.content.decode()
     assert "changed between the preview and filing" not in response.content.decode()
 
 

@@ -64,6 +64,16 @@ def _due_words(request: DeletionRequest, days: int | None) -> str:
 # --- Evidence as labelled fields --------------------------------------------------------------------------
 
 
+def scope_words(request: DeletionRequest) -> str:
+    """A deletion's scope as people say it: "subject person-sato in project-a", "2 records in project-a"."""
+    where = f"in {request.project.key}"
+    if request.scope_kind == DeletionRequest.ScopeKind.MEMORY_IDS:
+        count = len(request.scope_value or [])
+        return f"{count} record{'' if count == 1 else 's'} {where}"
+    kind = "subject" if request.scope_kind == DeletionRequest.ScopeKind.SUBJECT else "every fact of the field"
+    return f"{kind} {request.scope_value} {where}"
+
+
 def store_label(name: str) -> str:
     """How the page names a store: the label it registered with (deletion.stores.STORES), or its name in
     words for a row of a store no longer registered."""
@@ -227,7 +237,7 @@ def _file_previewed(request: HttpRequest, form: DeletionForm) -> HttpResponse:
         reason=data["reason"],
         due_by=data["due_by"],
     )
-    messages.success(request, f"Deletion request {filed.public_id} filed.")
+    messages.success(request, f"Deletion filed for {scope_words(filed)}; its progress is below.")
     if drift.changed:
         messages.warning(
             request,

@@ -111,6 +111,14 @@ def dispute_list(request: HttpRequest) -> HttpResponse:
     return disputes_page(request, principal_of(request), request.GET.get("status", "open"))
 
 
+def resolved_words(dispute: Any) -> str:
+    """What a resolution changed, as the owner reads it: the fact by its name and what agents now get."""
+    fact = f"{dispute.subject_id} · {dispute.predicate}"
+    if dispute.winner is not None:
+        return f"Resolved {fact}: agents now get {wording.plain(dispute.winner.value, limit=120)}."
+    return f"Resolved {fact}: every side is excluded, so agents get no value until a new one is written."
+
+
 @page(nav.DISPUTES)
 @require_POST
 def resolve(request: HttpRequest, dispute_id: str) -> HttpResponse:
@@ -127,7 +135,7 @@ def resolve(request: HttpRequest, dispute_id: str) -> HttpResponse:
         return disputes_page(request, principal, "open", failure, status=400)
     winner = form.cleaned_data["winner"]
     try:
-        actions.resolve_dispute(
+        resolved = actions.resolve_dispute(
             principal,
             dispute_id,
             winner=None if winner == "__exclude_all__" else (winner or None),
@@ -144,5 +152,5 @@ def resolve(request: HttpRequest, dispute_id: str) -> HttpResponse:
         where = "reason" if "reason" in (exc.extra.get("errors") or {}) else "winner"
         failure = Failure(dispute.public_id, winner, form.cleaned_data["reason"], detail, where)
         return disputes_page(request, principal, "open", failure, status=exc.status)
-    messages.success(request, f"Dispute {dispute_id} resolved.")
+    messages.success(request, resolved_words(resolved))
     return redirect_back(request, back)

@@ -75,9 +75,9 @@ def recheck(request: HttpRequest, memory_id: str) -> HttpResponse:
         return redirect_back(request, fact_url(record))
     words = RESULT_WORDS[Result(attempt.outcome)]
     if attempt.verified:
-        messages.success(request, f"Recheck of {memory_id}: {words}.")
+        messages.success(request, f"Recheck of {record.subject_id} · {record.predicate}: {words}.")
     else:
-        messages.error(request, f"Recheck of {memory_id}: {words}. {attempt.error}")
+        messages.error(request, f"Recheck of {record.subject_id} · {record.predicate}: {words}. {attempt.error}")
     return redirect_back(request, fact_url(record))
 
 

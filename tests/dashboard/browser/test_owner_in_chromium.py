@@ -127,7 +127,10 @@ def test_owner_resolves_the_price_dispute(page: Page) -> None:
     card.get_by_test_id("winner-mem-price-partner").check()
     card.get_by_test_id("resolve-reason").fill("The partner catalogue is the contract price.")
     card.get_by_test_id("resolve-submit").click()
-    expect(page.locator(".messages .msg-success")).to_contain_text(f"Dispute {dispute.public_id} resolved.")
+    # Said by what it is and what agents now get, never by the dispute's id (issue 34, items 1 and 9).
+    resolved = page.locator(".messages .msg-success")
+    expect(resolved).to_contain_text(f"Resolved {dispute.subject_id} · {dispute.predicate}: agents now get")
+    expect(resolved).not_to_contain_text(dispute.public_id)
 
     dispute.refresh_from_db()
     assert dispute.status == "resolved"
@@ -147,7 +150,9 @@ def test_owner_excludes_a_record(page: Page) -> None:
     assert record("mem-sato-room").status == MemoryRecord.Status.ACCEPTED
     page.get_by_test_id("confirm-submit").click()
 
-    expect(page.locator(".messages .msg-success")).to_contain_text("mem-sato-room is excluded from agents' context")
+    done = page.locator(".messages .msg-success")
+    expect(done).to_contain_text("person-sato · meeting_room (revision 1) is excluded from agents' context")
+    expect(done).not_to_contain_text("mem-sato-room")
     expect(page).to_have_url(re.compile(r"/facts/\?project=project-a&subject=person-sato&predicate=meeting_room"))
     expect(page.locator("li#mem-sato-room .badge.status-excluded")).to_be_visible()
     expect(page.locator("#current")).to_contain_text("the latest record is excluded")
@@ -243,6 +248,8 @@ def test_a_deletion_is_filed_only_for_the_previewed_scope(page: Page) -> None:
     page.get_by_test_id("confirm-deletion").click()
 
     filed = DeletionRequest.objects.get()
-    expect(page.locator(".messages .msg-success")).to_contain_text(f"Deletion request {filed.public_id} filed.")
+    expect(page.locator(".messages .msg-success")).to_contain_text(
+        f"Deletion filed for 1 record in {filed.project.key}"
+    )
     assert filed.scope_value == ["mem-sato-room"]
     assert record("mem-sato-time").tombstoned_at is None
