@@ -325,6 +325,20 @@ ACTION_WORDS = {
 }
 
 
+PROPAGATION_WORDS = {
+    "marked_stale": "marked stale",
+    "suspended": "put on hold until the fact is settled",
+    "notice_sent": "notice sent to the agent",
+    "evicted": "evicted from the cache",
+    "marked_unusable": "kept out of search answers",
+}
+
+
+def propagation_words(action: str) -> str:
+    """What a propagation did to a dependant, in words: "notice_sent" → "notice sent to the agent"."""
+    return PROPAGATION_WORDS.get(action) or action.replace("_", " ")
+
+
 def action_words(action: str) -> str:
     """An audit action in words: "record.excluded" → "excluded from context"."""
     return ACTION_WORDS.get(action) or action.replace(".", " ").replace("_", " ")

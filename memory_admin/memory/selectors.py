@@ -186,6 +186,10 @@ def recent_changes(tenant_id: int, *, limit: int = 15) -> tuple[list[AuditEvent]
     changes = AuditEvent.objects.filter(tenant_id=tenant_id).exclude(action=audit.Action.MCP_TOOL_CALLED)
     events = list(changes.order_by(*AUDIT_ORDER)[:limit])
     record_ids = {e.object_id for e in events if e.object_type == "record"}
+    # A dispute is named by the fact its candidates hold.
+    for e in events:
+        if e.object_type == "dispute":
+            record_ids.update(str(m) for m in ((e.after or e.before or {}).get("candidates") or [])[:1])
     facts = {
         m: (s, p)
         for m, s, p in MemoryRecord.objects.filter(tenant_id=tenant_id, memory_id__in=record_ids).values_list(

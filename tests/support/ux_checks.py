@@ -30,6 +30,10 @@ FORBIDDEN = [
         "a Python repr",
     ),
     (re.compile(r"<(?:MemoryRecord|Dispute|Principal|AuditEvent|QuerySet)\b"), "a model repr"),
+    # Internal ids and keys (issue 34, item 1): objects are shown by what they are; ids only in a detail.
+    (re.compile(r"\b(?:evt|sum|act|ctx|inv|dsp|exq|del)-[0-9a-f]{8,}"), "an internal id"),
+    (re.compile(r"\b[0-9a-f]{32,}\b"), "a hex key or hash"),
+    (re.compile(r"\b(?:Token|Field policy|Principal|Tenant|Project) \d+\b|\bobject \(\d+\)"), "a row's number"),
 ]
 
 _SKIPPED = {"script", "style", "textarea", "template"}

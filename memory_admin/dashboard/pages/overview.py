@@ -178,7 +178,7 @@ class Change:
     old: Any = None
     new: Any = None
     status_change: bool = False
-    what: str = ""  # the object, when it is not a record: "Field policy 3"
+    what: str = ""  # the object, when it is not a record: "the policy for submission_deadline"
 
     @property
     def at(self) -> datetime:
@@ -187,6 +187,25 @@ class Change:
     @property
     def object_id(self) -> str:
         return self.event.object_id
+
+
+def _object_words(event: AuditEvent, facts: dict[str, tuple[str, str]]) -> str:
+    """A changed object that is not a record, by what it is ("the policy for submission_deadline", "the API token
+    'demo' of agent"), never by its row number or public id (those are in the audit log's detail)."""
+    snapshot = event.after or event.before or {}
+    if event.object_type == "field_policy" and snapshot.get("predicate"):
+        where = f" in {snapshot['project_id']}" if snapshot.get("project_id") else ""
+        return f"the policy for {snapshot['predicate']}{where}"
+    if event.object_type == "token" and snapshot.get("name"):
+        holder = f" of {snapshot['principal']}" if snapshot.get("principal") else ""
+        return f"the API token “{snapshot['name']}”{holder}"
+    if event.object_type == "dispute":
+        candidates = snapshot.get("candidates") or []
+        fact = facts.get(str(candidates[0])) if candidates else None
+        return f"the dispute over {fact[0]} · {fact[1]}" if fact else "a dispute"
+    if event.object_type == "deletion":
+        return "a deletion request"
+    return f"a {wording.label(event.object_type).lower()}"
 
 
 def _recent_changes(tenant_id: int) -> list[Change]:
@@ -205,7 +224,7 @@ def _recent_changes(tenant_id: int) -> list[Change]:
     for event in events:
         fact = facts.get(event.object_id) if event.object_type == "record" else None
         change = Change(event, f"{fact[0]} · {fact[1]}" if fact else None, wording.action_words(event.action))
-        change.what = f"{wording.label(event.object_type)} {event.object_id}"
+        change.what = _object_words(event, facts)
         if event.action == audit.Action.RECORD_ASSERTED_CREATED and event.after:
             change.new = event.after.get("value")
             previous = replaced.get((event.at, fact)) if fact else None

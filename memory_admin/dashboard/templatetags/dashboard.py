@@ -250,6 +250,27 @@ def action_words(action: str) -> str:
 
 
 @register.filter
+def object_kind(object_type: str) -> str:
+    """An audited object's kind in words: "field_policy" → "field policy"."""
+    return wording.label(object_type).lower()
+
+
+@register.filter
+def propagation_words(action: str) -> str:
+    return wording.propagation_words(action)
+
+
+@register.filter
+def copyable_id(value: Any) -> SafeString:
+    """An internal id kept out of the text people read: a small read-only field they can select and copy."""
+    return _html(
+        '<input class="copy-id" readonly value="{}" aria-label="Id, to copy" size="{}">',
+        value,
+        min(len(str(value)), 40),
+    )
+
+
+@register.filter
 def status_badge(status: str) -> SafeString:
     return _html('<span class="badge status-{}">{}</span>', status, status)
 
