@@ -65,7 +65,8 @@ def _due_words(request: DeletionRequest, days: int | None) -> str:
 
 
 def scope_words(request: DeletionRequest) -> str:
-    """A deletion's scope as people say it: "subject person-sato in project-a", "2 records in project-a"."""
+    """A deletion's scope in a few words, for a title or a message: "subject person-sato in project-a", "2
+    records in project-a" (the page's Scope line, `_scope_words`, lists exactly what was filed)."""
     where = f"in {request.project.key}"
     if request.scope_kind == DeletionRequest.ScopeKind.MEMORY_IDS:
         count = len(request.scope_value or [])
@@ -135,6 +136,8 @@ def _detail_context(principal: Principal, deletion: DeletionRequest) -> dict[str
     return {
         "deletion": deletion,
         "scope": _scope_words(deletion),
+        # The page's title: the deletion by what it covers (its id is a copyable detail).
+        "title": scope_words(deletion),
         "stores": stores,
         "failed": failed,
         "report": service.report(deletion),
