@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import Any, cast
 
 from django import forms
 from django.utils import timezone
 
+from memory_admin.dashboard import wording
 from memory_admin.memory import validation
 from memory_admin.memory.audit import Action
 from memory_admin.memory.connectors import CONNECTORS, SettingField
@@ -93,26 +94,110 @@ class DurationInUnitsField(forms.Field):
         return parsed
 
 
-class LocalDateTimeField(forms.CharField):
-    """A datetime typed in the page: ISO with an offset, or a local time in the tenant's time zone."""
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_MONTH_NAMES = (
+    "january", "february", "march", "april", "may", "june",
+    "july", "august", "september", "october", "november", "december",
+)  # fmt: skip
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+# "Mon 2 Nov 2026", "2 Nov 2026", "Monday, 2 November 2026, 17:00", "2 Nov 2026 17:00 JST": the app's own way of
+# writing a date (wording.people_date, people_datetime), with an optional weekday, time and zone name.
+_PEOPLE_MOMENT = re.compile(
+    r"^(?:(?P<weekday>[a-z]+)\.?,?\s+)?(?P<day>\d{1,2})\s+(?P<month>[a-z]+)\.?,?\s+(?P<year>\d{4})"
+    r"(?:,?\s+(?:at\s+)?(?P<hour>\d{1,2}):(?P<minute>\d{2})(?:\s+(?P<zone>[a-z][a-z0-9+-]{1,9}))?)?$",
+    re.IGNORECASE,
+)
+# No ISO example in the message: the page shows it, and people read dates in the app's format (ISO still works).
+MOMENT_MESSAGE = "Enter a date and time such as 2 Nov 2026 17:00, or a date alone such as 2 Nov 2026."
+RANGE_MESSAGE = "Give a date from the year 1000 up to the year 8999."
 
-    default_error_messages = {"invalid": "Enter a date and time such as 2026-10-21 12:00 (or ISO 8601 with an offset)."}
+
+def _named(word: str, names: tuple[str, ...]) -> int | None:
+    """The index of the name `word` abbreviates ("nov", "Nov.", "November", "sept"), or None."""
+    word = word.lower().rstrip(".")
+    if len(word) < 3:
+        return None
+    found = [i for i, name in enumerate(names) if name.startswith(word) or (word == "sept" and name == "september")]
+    return found[0] if len(found) == 1 else None
+
+
+def parse_moment(text: str, zone: tzinfo) -> datetime:
+    """The dashboard's one parser of a date or time a person types (the as-of control, the audit log's "From").
+
+    Takes the app's own format ("Mon 2 Nov 2026", "2 Nov 2026, 17:00", the weekday, time and zone name optional)
+    and ISO 8601 ("2026-11-02", "2026-11-02T17:00", with an offset or not). A date alone means its start; a
+    time without an offset is in `zone` (the tenant's). Raises ValueError with a sentence for the page."""
+    text = " ".join(text.split())
+    if not text:
+        raise ValueError(MOMENT_MESSAGE)
+    if text[:4].isdigit():  # ISO 8601
+        iso = text + "T00:00" if len(text) == 10 else text
+        try:
+            parsed = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(MOMENT_MESSAGE) from None
+        if timezone.is_naive(parsed):
+            parsed = timezone.make_aware(parsed, zone)
+    else:
+        parsed = _parse_people_moment(text, zone)
+    if problems := validation.datetime_problems(parsed):
+        raise ValueError(RANGE_MESSAGE if validation.RANGE_MESSAGE in problems else " ".join(problems))
+    return parsed
+
+
+def _parse_people_moment(text: str, zone: tzinfo) -> datetime:
+    found = _PEOPLE_MOMENT.match(text)
+    if not found:
+        raise ValueError(MOMENT_MESSAGE)
+    month = _named(found["month"], _MONTH_NAMES)
+    if month is None:
+        raise ValueError(f"“{found['month']}” is not a month; write it as Jan, Feb … Dec. {MOMENT_MESSAGE}")
+    hour, minute = int(found["hour"] or 0), int(found["minute"] or 0)
+    if hour > 23 or minute > 59:
+        raise ValueError(f"{found['hour']}:{found['minute']} is not a time of day; write it from 00:00 to 23:59.")
+    try:
+        day = date(int(found["year"]), month + 1, int(found["day"]))
+        naive = datetime(day.year, day.month, day.day, hour, minute)
+    except ValueError:
+        raise ValueError(
+            f"{found['day']} {_MONTHS[month].capitalize()} {found['year']} is not a date on the calendar."
+        ) from None
+    if found["weekday"]:
+        weekday = _named(found["weekday"], _WEEKDAYS)
+        if weekday is None:
+            raise ValueError(MOMENT_MESSAGE)
+        if weekday != day.weekday():
+            raise ValueError(
+                f"{day.day} {day:%b %Y} is a {_WEEKDAYS[day.weekday()].capitalize()}, "
+                f"not a {_WEEKDAYS[weekday].capitalize()}: check the date."
+            )
+    moment = timezone.make_aware(naive, zone)
+    if named := found["zone"]:
+        if named.upper() in ("UTC", "GMT", "Z"):
+            return naive.replace(tzinfo=UTC)
+        if named.upper() != (moment.tzname() or "").upper():
+            raise ValueError(
+                f"Times here are in {moment.tzname()}: leave out “{named}” or write the time in {moment.tzname()}."
+            )
+    return moment
+
+
+class LocalDateTimeField(forms.CharField):
+    """A date or time typed in the page, read by `parse_moment`: the app's format or ISO, local times in the
+    tenant's time zone."""
+
+    default_error_messages = {"invalid": MOMENT_MESSAGE}
 
     def to_python(self, value: Any) -> datetime | None:  # type: ignore[override]
         text = (super().to_python(value) or "").strip()
         if not text:
             return None
-        if len(text) == 10:  # a bare date means its start
-            text += "T00:00"
+        if len(text) > 80:  # no date is written longer; a pasted paragraph is refused before it is read
+            raise forms.ValidationError(MOMENT_MESSAGE, code="invalid")
         try:
-            parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        except ValueError:
-            raise forms.ValidationError(self.error_messages["invalid"], code="invalid") from None
-        if timezone.is_naive(parsed):
-            parsed = timezone.make_aware(parsed, timezone.get_current_timezone())
-        if problems := validation.datetime_problems(parsed):
-            raise forms.ValidationError(problems, code="out_of_range")
-        return parsed
+            return parse_moment(text, timezone.get_current_timezone())
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc), code="invalid") from None
 
 
 class IdentifierField(forms.CharField):
@@ -205,8 +290,23 @@ class RecordFilterForm(forms.Form):
 
 
 class AsOfForm(forms.Form):
-    valid_at = LocalDateTimeField(required=False, label="Valid at (what held then)")
-    known_at = LocalDateTimeField(required=False, label="Known at (what we believed then)")
+    """The fact page's as-of question: a valid time and a record time, typed in the app's format or ISO."""
+
+    valid_at = LocalDateTimeField(required=False, label="Valid at")
+    known_at = LocalDateTimeField(required=False, label="Known at")
+
+    def shown(self) -> dict[str, str]:
+        """What each control shows back: what was read, in the app's format ("Mon 2 Nov 2026, 17:00"), or what
+        was typed when it could not be read (with the message beside it)."""
+        zone = timezone.get_current_timezone()
+        errors = self.errors  # cleans a bound form once; an unbound one has no errors and nothing cleaned
+        cleaned: dict[str, Any] = getattr(self, "cleaned_data", {})
+        shown = {}
+        for name in self.fields:
+            moment = cleaned.get(name) if name not in errors else None
+            typed = str(self.data.get(name) or "").strip() if self.is_bound else ""
+            shown[name] = wording.people_moment(moment, zone) if moment else typed
+        return shown
 
 
 class ReasonForm(forms.Form):

@@ -1,7 +1,10 @@
 """The geometry of a fact's plot through time: valid time across, record time down.
 
 Each version is a box over the valid period it claimed (left to right) and the period the system
-believed it (top to bottom, `recorded_from` → `recorded_to`, open boxes run to "now"). The current answer
+believed it (top to bottom, `recorded_from` → `recorded_to`, open boxes run to "now"), labelled directly with
+the numbering the page's history list uses ("version 2 of 3", wording.version) and, below it, its value and
+what kind of version it is ("current answer", "imported late"), so the drawing needs no legend; the axes
+carry dates in the app's format ("Mon 2 Nov 2026"). The current answer
 sits where "now" on both axes falls; the as-of answer where the asked instants fall. Late imports (history
 where a newer revision covers their valid time: never current, or answering only as of a stretch that had
 ended when they arrived) and future-effective values (scheduled) get their own kind so the drawing tells
@@ -17,7 +20,19 @@ from typing import Any
 from memory_admin.dashboard import wording
 
 WIDTH, HEIGHT = 720, 300
-LEFT, TOP, RIGHT, BOTTOM = 52, 28, 16, 40  # margins: the valid-time axis is labelled below, record time on top
+LEFT, TOP, RIGHT, BOTTOM = 96, 28, 16, 40  # margins: the valid-time axis is labelled below, record time on top
+# What each kind of box is, said on the box itself.
+KIND_WORDS = {
+    "current": "current answer",
+    "asof": "the as-of answer",
+    "history": "history",
+    "late": "imported late",
+    "scheduled": "scheduled, not yet in effect",
+    "excluded": "excluded",
+    "disputed": "disputed",
+    "expired": "expired",
+    "superseded": "replaced",
+}
 
 
 @dataclass
@@ -28,7 +43,8 @@ class Box:
     y: float
     w: float
     h: float
-    label: str
+    label: str  # "version 2 of 3"
+    detail: str  # its value and kind: "Mon 2 Nov 2026, 17:00 · current answer"
     title: str
     open_right: bool
     open_bottom: bool
@@ -73,9 +89,10 @@ class Plot:
         return self.plot_bottom - self.plot_top
 
 
-def _short(moment: datetime, zone: tzinfo | None) -> str:
+def _short(moment: datetime, zone: tzinfo | None, with_year: bool) -> str:
+    """An axis date in the app's format: "Mon 2 Nov", with the year on the first tick and where it changes."""
     local = moment.astimezone(zone) if zone else moment
-    return f"{local.day} {local:%b}"
+    return wording.people_date(local) if with_year else f"{local:%a} {local.day} {local:%b}"
 
 
 def _scale(moments: list[datetime], low: float, high: float) -> Any:
@@ -103,11 +120,14 @@ def _scale(moments: list[datetime], low: float, high: float) -> Any:
 def _ticks(at: Any, zone: tzinfo | None, room: float) -> list[Tick]:
     """A label at each instant of the scale, skipping those that would overlap the previous one."""
     ticks: list[Tick] = []
+    year = None
     for moment in at.points:
         place = at(moment)
         if ticks and place - ticks[-1].at < room:
             continue
-        ticks.append(Tick(place, _short(moment, zone)))
+        local_year = (moment.astimezone(zone) if zone else moment).year
+        ticks.append(Tick(place, _short(moment, zone, with_year=local_year != year)))
+        year = local_year
     return ticks
 
 
@@ -152,17 +172,20 @@ def plot(
     known_moments = [now] + [r.recorded_from for r in records] + [r.recorded_to for r in records if r.recorded_to]
     x = _scale(valid_moments + ([valid_at] if valid_at else []), result.plot_left, result.plot_right - 60)
     y = _scale(known_moments + ([known_at] if known_at else []), result.plot_top, result.plot_bottom)
-    result.x_ticks = _ticks(x, zone, 44)
+    result.x_ticks = _ticks(x, zone, 92)
     result.y_ticks = _ticks(y, zone, 14)
     result.now_x, result.now_y = x(now), y(now)
     current_id = current.memory_id if current is not None else None
     asof_id = as_of.memory_id if as_of is not None else None
+    latest = max(r.revision for r in records)
     for r in sorted(records, key=lambda r: (r.recorded_from, r.valid_from)):
         kind = _kind(r, current_id, asof_id, now)
         x0, y0 = x(r.valid_from), y(r.recorded_from)
         x1 = x(r.valid_to) if r.valid_to is not None else result.plot_right
         y1 = y(r.recorded_to) if r.recorded_to is not None else y(now)
         value = wording.plain(r.value, zone, 28)
+        named = wording.version(r.revision, latest)
+        what = KIND_WORDS.get(kind, kind)
         valid = f"valid {wording.people_datetime(r.valid_from, zone)} → " + (
             wording.people_datetime(r.valid_to, zone) if r.valid_to else "open"
         )
@@ -177,8 +200,12 @@ def plot(
                 y=y0,
                 w=max(x1 - x0, 3.0),
                 h=max(y1 - y0, 6.0),
-                label=f"r{r.revision} {value}",
-                title=f"Revision {r.revision} ({kind}): {wording.plain(r.value, zone)}; {valid}; {believed}",
+                label=named,
+                detail=f"{value} · {what}",
+                title=(
+                    f"{named.capitalize()} ({what}): {wording.plain(r.value, zone)}; "
+                    f"{wording.source_revision(r.source_revision, zone)}; {valid}; {believed}"
+                ),
                 open_right=r.valid_to is None,
                 open_bottom=r.recorded_to is None,
             )

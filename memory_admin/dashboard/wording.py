@@ -55,6 +55,34 @@ def people_datetime(moment: datetime, zone: tzinfo | None = None) -> str:
     return f"{text} {name}" if name else text
 
 
+def people_moment(moment: datetime, zone: tzinfo | None = None) -> str:
+    """What the as-of control shows and accepts back: "Mon 2 Nov 2026" at midnight, else "Mon 2 Nov 2026, 17:00"
+    (in `zone`, the tenant's, without the zone's name: the control says which zone its times are in)."""
+    if zone is not None and moment.tzinfo is not None:
+        moment = moment.astimezone(zone)
+    if (moment.hour, moment.minute, moment.second, moment.microsecond) == (0, 0, 0, 0):
+        return people_date(moment)
+    return f"{people_date(moment)}, {moment:%H:%M}"
+
+
+# --- Versions -------------------------------------------------------------------------------------
+
+
+def version(revision: int, latest: int | None = None) -> str:
+    """The one revision numbering people read (issue 34, item 4): the product's own count of a fact's versions,
+    "version 2 of 3". The source's revision is a detail beside it (`source_revision`), never a second count."""
+    return f"version {revision} of {latest}" if latest else f"version {revision}"
+
+
+def source_revision(revision: Any, zone: tzinfo | None = None) -> str:
+    """The source's own revision as a detail: "source r18"; "source revision 17" for a bare number or a date
+    (written as people read it, "source revision Mon 30 Nov 2026")."""
+    text = plain(revision, zone, 40).strip() if revision not in (None, "") else ""
+    if not text:
+        return "no source revision"
+    return f"source revision {text}" if text[0].isdigit() or text != str(revision).strip() else f"source {text}"
+
+
 _UNITS = (("year", 365 * 86400), ("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1))
 
 

@@ -177,6 +177,26 @@ def fact_trail(
     return FactTrail(attempts, events, dispute, list(dispute.candidates.all()) if dispute else [])
 
 
+@dataclass
+class FactNeighbours:
+    """The facts before and after one in its project, in the order of the records list sorted by fact (subject,
+    then predicate): (subject, predicate) pairs, None at either end."""
+
+    previous: tuple[str, str] | None
+    following: tuple[str, str] | None
+
+
+def fact_neighbours(tenant_id: int, project: str, subject: str, predicate: str) -> FactNeighbours:
+    """The previous and next fact of the project (keyboard navigation on the fact page): two queries, each
+    walking the one-head-per-fact unique index from this fact's key and stopping at the first row."""
+    heads = MemoryRecord.objects.in_project(tenant_id, project).filter(tenant_id=tenant_id, is_head=True)
+    before = Q(subject_id__lt=subject) | Q(subject_id=subject, predicate__lt=predicate)
+    after = Q(subject_id__gt=subject) | Q(subject_id=subject, predicate__gt=predicate)
+    previous = heads.filter(before).order_by("-subject_id", "-predicate").values_list("subject_id", "predicate")
+    following = heads.filter(after).order_by("subject_id", "predicate").values_list("subject_id", "predicate")
+    return FactNeighbours(previous.first(), following.first())
+
+
 # --- Audit --------------------------------------------------------------------------------------------------
 
 

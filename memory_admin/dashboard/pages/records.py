@@ -5,7 +5,10 @@ curation, one fact through time, and excluding or expiring one record after a co
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.db import transaction
@@ -45,8 +48,11 @@ from memory_admin.memory.errors import DomainError, Forbidden, NotFound
 from memory_admin.memory.filters import RecordFilter
 from memory_admin.memory.models import MemoryRecord, RecordQuerySet
 from memory_admin.memory.policies import is_manual, policy_for
+from memory_admin.memory.reads import FRESHNESS_LABELS
 
 Status = MemoryRecord.Status
+# The as-of control offers the moment each of the newest versions took effect, up to this many.
+QUICK_PICK_VERSIONS = 6
 
 # The four operations of PRODUCT.md rule 2, each with the one line that says when it fits.
 OPERATIONS = [
@@ -262,6 +268,54 @@ def record_detail(request: HttpRequest, memory_id: str) -> HttpResponse:
     return HttpResponseRedirect(fact_url(record) + f"#{memory_id}")
 
 
+def _fact_link(project: str, subject: str, predicate: str, **asked: str) -> str:
+    query = {"project": project, "subject": subject, "predicate": predicate, **{k: v for k, v in asked.items() if v}}
+    return f"{reverse('dashboard:fact')}?{urlencode(query)}"
+
+
+@dataclass
+class QuickPick:
+    """A link of the as-of control: a moment people name ("Yesterday", "Version 2 took effect") and the text the
+    control then shows and the server reads back (wording.people_moment, parsed by forms.parse_moment)."""
+
+    label: str
+    text: str
+    href: str
+    current: bool
+
+
+def _quick_picks(
+    chain: list[MemoryRecord], latest: int, now: datetime, fact: tuple[str, str, str], asked: dict[str, str]
+) -> list[QuickPick]:
+    """Yesterday and a week ago (at this minute), then when each version took effect (its valid-from, to the
+    minute after when it has seconds, so the moment falls inside it), newest version first."""
+    zone = timezone.get_current_timezone()
+    minute = now.replace(second=0, microsecond=0)
+    moments = [("Yesterday", minute - timedelta(days=1)), ("A week ago", minute - timedelta(days=7))]
+    for r in sorted(chain, key=lambda r: -r.revision)[:QUICK_PICK_VERSIONS]:
+        start = r.valid_from
+        if start.second or start.microsecond:
+            start = start.replace(second=0, microsecond=0) + timedelta(minutes=1)
+        moments.append((f"{wording.version(r.revision, latest).capitalize()} took effect", start))
+    picks = []
+    for label, moment in moments:
+        text = wording.people_moment(moment, zone)
+        href = _fact_link(*fact, valid_at=text, known_at=asked.get("known_at", ""))
+        picks.append(QuickPick(label, text, href, current=asked.get("valid_at") == text))
+    return picks
+
+
+def _headline(current: MemoryRecord | None, dispute: Any, head: MemoryRecord, now: datetime) -> str:
+    """The fact's state in a few words ("Current", "Current · recheck due"): the page's first line; when it was
+    last checked follows in the template ("· checked 2 days ago", the date on hover)."""
+    if current is not None:
+        due = reads.freshness_of(current, now) == "recheck_due"
+        return f"Current · {FRESHNESS_LABELS['recheck_due']}" if due else "Current"
+    if dispute is not None:
+        return "Disputed · agents get no value until it is resolved"
+    return f"No usable value · the latest version is {head.status}"
+
+
 @page(nav.RECORDS)
 def fact(request: HttpRequest) -> HttpResponse:
     principal = principal_of(request)
@@ -300,6 +354,10 @@ def fact(request: HttpRequest) -> HttpResponse:
     attempts = trail.attempts
     valid_at = as_of_form.cleaned_data.get("valid_at") if as_of_form.is_valid() else None
     known_at = as_of_form.cleaned_data.get("known_at") if as_of_form.is_valid() else None
+    latest = max(r.revision for r in chain)
+    revisions = {r.memory_id: r.revision for r in chain}
+    shown = as_of_form.shown()
+    neighbours = memory_selectors.fact_neighbours(principal.tenant_pk, project, subject, predicate)
     context = {
         "project": project,
         "subject": subject,
@@ -331,9 +389,21 @@ def fact(request: HttpRequest) -> HttpResponse:
         "can_exclude": principal.can_curate and head.excludable,
         "can_expire": principal.can_curate and head.expirable,
         "as_of_form": as_of_form,
+        # What the as-of control shows: the app's format for what it read, what was typed when it could not.
+        "as_of_shown": shown,
+        "quick_picks": _quick_picks(chain, latest, now, (project, subject, predicate), shown),
         "as_of_record": as_of_record,
+        # One numbering people read (issue 34, item 4): "version 2 of 3"; the source's revision is a detail.
+        "latest_revision": latest,
+        "headline": _headline(current, trail.dispute, head, now),
+        "previous_fact": neighbours.previous,
+        "previous_url": _fact_link(project, *neighbours.previous) if neighbours.previous else "",
+        "next_fact": neighbours.following,
+        "next_url": _fact_link(project, *neighbours.following) if neighbours.following else "",
         "asked": asked,
         "events": trail.events,
+        # Each audit event with the version it names (the record's id stays in a copyable detail).
+        "event_rows": [(e, revisions.get(e.object_id)) for e in trail.events],
         "dispute": trail.dispute,
         "candidates": trail.candidates,
         "operations": OPERATIONS,

@@ -261,6 +261,18 @@ def propagation_words(action: str) -> str:
 
 
 @register.filter
+def version(revision: int, latest: Any = None) -> str:
+    """ "version 2 of 3": the one revision numbering the fact page shows (wording.version)."""
+    return wording.version(revision, int(latest) if latest else None)
+
+
+@register.filter
+def source_revision(revision: Any) -> str:
+    """ "source r18": the source's own revision, a detail beside the version (wording.source_revision)."""
+    return wording.source_revision(revision, timezone.get_current_timezone())
+
+
+@register.filter
 def copyable_id(value: Any) -> SafeString:
     """An internal id kept out of the text people read: a small read-only field they can select and copy."""
     return _html(
