@@ -4,6 +4,7 @@ curation, one fact through time, and excluding or expiring one record after a co
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -305,6 +306,17 @@ def _quick_picks(
     return picks
 
 
+def _versions_named(reason: str, revisions: dict[str, int], latest: int) -> str:
+    """A status reason as the page says it: "before mem-deadline-001 (revision 1) takes over" becomes "before
+    version 1 of 3 takes over" (the domain writes record ids into its reasons; the page shows none)."""
+    if not reason or not revisions:
+        return reason
+    ids = "|".join(re.escape(memory_id) for memory_id in sorted(revisions, key=len, reverse=True))
+    return re.sub(
+        rf"\b({ids})\b(?: \(revision \d+\))?", lambda m: wording.version(revisions[m.group(1)], latest), reason
+    )
+
+
 def _headline(current: MemoryRecord | None, dispute: Any, head: MemoryRecord, now: datetime) -> str:
     """The fact's state in a few words ("Current", "Current · recheck due"): the page's first line; when it was
     last checked follows in the template ("· checked 2 days ago", the date on hover)."""
@@ -362,8 +374,12 @@ def fact(request: HttpRequest) -> HttpResponse:
         "project": project,
         "subject": subject,
         "predicate": predicate,
-        # In the order things happened: by when the system learned them, then by valid time.
-        "chain": sorted(chain, key=lambda r: (r.recorded_from, r.valid_from, r.revision)),
+        # In the order things happened: by when the system learned them, then by valid time; each with why it has
+        # its status, the versions it names said by their number rather than their record id.
+        "chain": [
+            (r, _versions_named(r.status_reason, revisions, latest))
+            for r in sorted(chain, key=lambda r: (r.recorded_from, r.valid_from, r.revision))
+        ],
         "current": current,
         "view": view,
         "head": head,
@@ -403,7 +419,9 @@ def fact(request: HttpRequest) -> HttpResponse:
         "asked": asked,
         "events": trail.events,
         # Each audit event with the version it names (the record's id stays in a copyable detail).
-        "event_rows": [(e, revisions.get(e.object_id)) for e in trail.events],
+        "event_rows": [
+            (e, revisions.get(e.object_id), _versions_named(e.reason, revisions, latest)) for e in trail.events
+        ],
         "dispute": trail.dispute,
         "candidates": trail.candidates,
         "operations": OPERATIONS,
