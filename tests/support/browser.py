@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from axe_playwright_python.base import AXE_FILE_PATH
 from django.core.management import call_command
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
@@ -102,3 +103,17 @@ def sign_in(page: Page, username: str) -> None:
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Sign in").click()
     expect(page.get_by_role("heading", name="Overview")).to_be_visible()
+
+
+def serious_violations(tab: Page) -> list[str]:
+    """axe-core's serious and critical violations on the page, each with its first targets. The copy bundled in
+    axe-playwright-python is injected by the DevTools protocol (the page's CSP does not apply, nothing is
+    fetched)."""
+    tab.evaluate(Path(AXE_FILE_PATH).read_text(encoding="utf-8"))
+    results: dict[str, Any] = tab.evaluate("axe.run(document, {resultTypes: ['violations']})")
+    found = []
+    for v in results["violations"]:
+        if v["impact"] in ("serious", "critical"):
+            targets = [", ".join(map(str, n["target"])) for n in v["nodes"][:3]]
+            found.append(f"{v['id']} ({v['impact']}): {v['help']} at {targets}")
+    return found

@@ -376,8 +376,13 @@ def fact(request: HttpRequest) -> HttpResponse:
         "predicate": predicate,
         # In the order things happened: by when the system learned them, then by valid time; each with why it has
         # its status, the versions it names said by their number rather than their record id.
+        # (The successor's revision comes from the chain: the query reads only its record id.)
         "chain": [
-            (r, _versions_named(r.status_reason, revisions, latest))
+            (
+                r,
+                _versions_named(r.status_reason, revisions, latest),
+                revisions.get(r.superseded_by.memory_id) if r.superseded_by else None,
+            )
             for r in sorted(chain, key=lambda r: (r.recorded_from, r.valid_from, r.revision))
         ],
         "current": current,

@@ -93,7 +93,8 @@ def test_the_deadline_fact_answers_as_of_valid_and_record_time(page: Page) -> No
     valid_at.fill("2026-10-21T12:00")
     ask("valid_at=2026-10-21T12%3A00&known_at=")
     expect(answer).to_have_text(OCT_30)
-    expect(page.locator("#asof")).to_contain_text("mem-deadline-001")
+    expect(page.locator("#asof")).to_contain_text("version 1 of 3")  # the version, never its record id
+    expect(page.locator("#asof")).not_to_contain_text("mem-deadline-001")
 
     # What did we believe on Oct 21: Oct 30; on Oct 23: Nov 2.
     valid_at.fill("")
@@ -104,7 +105,7 @@ def test_the_deadline_fact_answers_as_of_valid_and_record_time(page: Page) -> No
     known_at.fill("2026-10-23T12:00")
     ask("valid_at=&known_at=2026-10-23T12%3A00")
     expect(answer).to_have_text(NOV_2)
-    expect(page.locator("#asof")).to_contain_text("mem-deadline-002")
+    expect(page.locator("#asof")).to_contain_text("version 2 of 3")
 
 
 def test_owner_resolves_the_price_dispute(page: Page) -> None:
