@@ -525,7 +525,7 @@ def _record_operation(request: HttpRequest, memory_id: str, operation: str, done
     except DomainError as exc:
         messages.error(request, f"Nothing was changed: {exc.detail}")
         return redirect_back(request, fact_url(record))
-    messages.success(request, f"{record.subject_id} · {record.predicate} (revision {record.revision}) {done}.")
+    messages.success(request, f"{record.subject_id} · {record.predicate} ({wording.version(record.revision)}) {done}.")
     return redirect_back(request, fact_url(record))
 
 

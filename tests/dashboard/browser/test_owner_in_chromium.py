@@ -152,7 +152,7 @@ def test_owner_excludes_a_record(page: Page) -> None:
     page.get_by_test_id("confirm-submit").click()
 
     done = page.locator(".messages .msg-success")
-    expect(done).to_contain_text("person-sato · meeting_room (revision 1) is excluded from agents' context")
+    expect(done).to_contain_text("person-sato · meeting_room (version 1) is excluded from agents' context")
     expect(done).not_to_contain_text("mem-sato-room")
     expect(page).to_have_url(re.compile(r"/facts/\?project=project-a&subject=person-sato&predicate=meeting_room"))
     expect(page.locator("li#mem-sato-room .badge.status-excluded")).to_be_visible()
