@@ -246,7 +246,7 @@ def test_bulk_exclude_asks_for_confirmation_then_applies_to_all(owner, many_reco
     ids = list(MemoryRecord.objects.filter(project__key="project-b").values_list("memory_id", flat=True)[:3])
     review = client.post("/records/bulk/", {"ids": ids, "operation": "exclude", "reason": "Stale import"})
     assert review.status_code == 200
-    assert "Confirm" in review.content.decode()
+    assert "Exclude 3 records" in review.content.decode()
     assert MemoryRecord.objects.filter(memory_id__in=ids, status="excluded").count() == 0
     done = client.post(
         "/records/bulk/", {"ids": ids, "operation": "exclude", "reason": "Stale import", "confirm": "on"}

@@ -56,6 +56,7 @@ class Candidate:
     value_rows: list[Row] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)
     sessions: list[str] = field(default_factory=list)
+    source_differs: bool = False
 
     @property
     def source(self) -> str:
@@ -119,6 +120,9 @@ def compare(candidates: list[MemoryRecord], sessions: dict[str, str] | None = No
         ("Valid from", [c.valid_from for c in candidates]),
         ("Recorded", [c.recorded_from for c in candidates]),
     ]
+    sources = [c.source_canonical_ref for c in candidates]
+    for view in views:
+        view.source_differs = _differ(sources)
     for label, seen in provenance:
         for view, one in zip(views, seen, strict=True):
             view.rows.append(Row(label, one, differs=_differ(seen)))
