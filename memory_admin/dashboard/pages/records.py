@@ -231,7 +231,7 @@ def _copies_words(records: list[MemoryRecord]) -> str:
         (len(built["plans"]), "plan", "built on them is suspended"),
     ]
     told = [f"{n} {noun}{'s' if n != 1 else ''} {what}" for n, noun, what in copies if n]
-    return "; ".join(told) if told else "No agent session, summary or plan is built on them."
+    return f"Built on them: {'; '.join(told)}." if told else "No agent session, summary or plan is built on them."
 
 
 @page(nav.RECORDS)
