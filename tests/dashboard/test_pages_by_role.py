@@ -67,9 +67,9 @@ def test_every_role_reads_every_page(owner, compliance, admin, moved_deadline, p
 
 def test_the_overview_counts_records_by_status(owner, moved_deadline, price_dispute):
     page = signed_in(owner).get("/").content.decode()
-    assert "open disputes" in page
-    assert "overdue rechecks" in page
-    assert "<svg" in page  # the freshness chart is drawn server-side
+    assert "open dispute: agents get no value until a person chooses" in page
+    assert "overdue recheck" in page
+    assert "<svg" in page  # the freshness bar is drawn server-side
 
 
 def test_an_outsider_gets_404_for_another_tenants_pages(outsider, moved_deadline, price_dispute):

@@ -42,7 +42,7 @@ def test_owner_signs_in_and_lands_on_the_overview(page: Page, live_server: Any) 
     accepted = MemoryRecord.objects.filter(status=MemoryRecord.Status.ACCEPTED).count()
     assert accepted > 0
     expect(tiles.filter(has=page.locator(".badge.status-accepted")).locator(".tile-n")).to_have_text(str(accepted))
-    expect(tiles.filter(has_text="open disputes").locator(".tile-n")).to_have_text("1")
+    expect(tiles.filter(has_text="open dispute:").locator(".tile-n")).to_have_text("1")
 
 
 def test_filtering_records_updates_the_table_in_place(page: Page) -> None:
