@@ -70,10 +70,9 @@ def test_each_side_is_named_by_its_source_agent_and_session(owner, price_dispute
 def test_after_resolving_the_page_says_what_agents_get_links_the_fact_and_offers_undo(owner, price_dispute):
     response = _resolve(signed_in(owner), price_dispute, 1350)
     page = response.content.decode()
-    assert response.redirect_chain[-1][0] == (
-        f"/disputes/?status=resolved&resolved={price_dispute.public_id}#{price_dispute.public_id}"
-    )
+    assert response.redirect_chain[-1][0] == f"/disputes/?status=resolved#{price_dispute.public_id}"
     assert "Resolved product-x · unit_price: agents now get 1,350, from partner:x." in page
+    assert '<span class="number">1,350</span>, from partner:x, won. Reason: binding' in page
     assert f'<a href="{FACT_LINK}" data-testid="back-to-fact">Open the fact →</a>' in page
     assert f'action="/disputes/{price_dispute.public_id}/reopen/"' in page
     assert "Undo: reopen the dispute" in page

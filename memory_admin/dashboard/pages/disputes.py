@@ -133,11 +133,6 @@ def _differ(values: list[Any]) -> bool:
     return len(values) > 1 and any(v != values[0] for v in values[1:])
 
 
-def _fact_url(dispute: Dispute) -> str:
-    query = urlencode({"project": dispute.project.key, "subject": dispute.subject_id, "predicate": dispute.predicate})
-    return f"{reverse('dashboard:fact')}?{query}"
-
-
 def disputes_page(
     request: HttpRequest, principal: Principal, show: str, failure: Failure | None = None, status: int = 200
 ) -> HttpResponse:
@@ -150,17 +145,11 @@ def disputes_page(
         until = actions.undo_until(d)
         undo = Undo(until) if principal.can_curate and until is not None and now <= until else None
         rows.append((d, compare(candidates, sessions), undo))
-    # Just resolved (the redirect after "Resolve" names it): what agents now get, the fact, and undo, on top.
-    just = next((d for d, _ in found if d.public_id == request.GET.get("resolved") and d.status == "resolved"), None)
     context = {
         "rows": rows,
         "show": show,
         "can_curate": principal.can_curate,
         "failure": failure,
-        "just_resolved": just,
-        "just_resolved_words": resolved_words(just) if just is not None else "",
-        "just_resolved_url": _fact_url(just) if just is not None else "",
-        "undo_minutes": actions.undo_window_minutes(),
     }
     return render(request, "dashboard/disputes.html", context, status=status)
 
@@ -216,8 +205,8 @@ def resolve(request: HttpRequest, dispute_id: str) -> HttpResponse:
         failure = Failure(dispute.public_id, winner, form.cleaned_data["reason"], detail, where)
         return disputes_page(request, principal, "open", failure, status=exc.status)
     messages.success(request, resolved_words(resolved))
-    query = urlencode({"status": "resolved", "resolved": resolved.public_id})
-    return redirect_back(request, f"{reverse('dashboard:disputes')}?{query}#{resolved.public_id}")
+    # The resolved list, latest first: this dispute on top with what won, a link back to the fact, and undo.
+    return redirect_back(request, f"{reverse('dashboard:disputes')}?status=resolved#{resolved.public_id}")
 
 
 @page(nav.DISPUTES)

@@ -13,7 +13,7 @@ import pytest
 from django.conf import settings
 from playwright.sync_api import Browser, Page, expect
 
-from memory_admin.memory.models import MemoryRecord
+from memory_admin.memory.models import Dispute, MemoryRecord
 from tests.support.axe import serious_violations
 from tests.support.browser import sign_in
 
@@ -104,5 +104,40 @@ def test_the_overview_at_1440_leaves_no_tile_alone_on_a_row(browser: Browser, li
         assert serious_violations(tab) == []
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         tab.screenshot(path=str(SCREENSHOTS / "overview-tiles-1440.png"), full_page=True)
+    finally:
+        tab.context.close()
+
+
+def test_a_resolution_is_undone_from_the_disputes_page(browser: Browser, live_server: Any, demo: None) -> None:
+    """Issue 34, item 9: resolve, read what agents now get with a link back to the fact, undo, open again."""
+    dispute = Dispute.objects.get(status="open")
+    tab = _tab(browser, live_server, 1440)
+    try:
+        sign_in(tab, "owner@demo")
+        tab.goto("/disputes/")
+        card = tab.locator(f"section#{dispute.public_id}")
+        expect(card.locator(".side-source")).to_have_text(
+            ["From partner-catalog:product-x", "From vendor-site:product-x"], ignore_case=False
+        )
+        expect(card.locator(".side-who").first).to_contain_text("reported by price-feed-")
+        tab.get_by_test_id("winner-mem-price-partner").check()
+        tab.get_by_test_id("resolve-reason").fill("The partner catalogue is binding.")
+        tab.get_by_test_id("resolve-submit").click()
+
+        expect(tab.locator(".messages .msg-success")).to_have_text(
+            "Resolved product-x · unit_price: agents now get ¥1,350, from partner-catalog:product-x."
+        )
+        expect(card).to_contain_text("¥1,350, from partner-catalog:product-x, won.")
+        expect(card.get_by_test_id("back-to-fact")).to_have_attribute(
+            "href", "/facts/?project=project-a&subject=product-x&predicate=unit_price"
+        )
+        assert serious_violations(tab) == []
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        tab.screenshot(path=str(SCREENSHOTS / "dispute-resolved-undo-1440.png"), full_page=True)
+        card.get_by_test_id("undo-resolution").click()
+
+        expect(tab.locator(".messages .msg-success")).to_contain_text("is open again")
+        assert Dispute.objects.get(pk=dispute.pk).status == "open"
+        assert set(dispute.candidates.values_list("status", flat=True)) == {"disputed"}
     finally:
         tab.context.close()
