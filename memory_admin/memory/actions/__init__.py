@@ -28,7 +28,6 @@ from memory_admin.memory.actions.disputes import (
     reopen_dispute,
     resolve_dispute,
     undo_until,
-    undo_window_minutes,
 )
 from memory_admin.memory.actions.fact_writes import build_record
 from memory_admin.memory.actions.facts import (
@@ -67,6 +66,5 @@ __all__ = [
     "resolve_dispute",
     "settle_valid_time_transitions",
     "undo_until",
-    "undo_window_minutes",
     "validate_assertion",
 ]

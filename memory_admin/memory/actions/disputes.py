@@ -213,10 +213,6 @@ def undo_window() -> timedelta:
     return timedelta(minutes=settings.DISPUTE_UNDO_MINUTES)
 
 
-def undo_window_minutes() -> int:
-    return int(settings.DISPUTE_UNDO_MINUTES)
-
-
 def undo_until(dispute: Dispute) -> datetime | None:
     """Until when the dispute's resolution can be undone (None: it is open)."""
     if dispute.status != Dispute.Status.RESOLVED or dispute.resolved_at is None:
