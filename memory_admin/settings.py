@@ -303,6 +303,8 @@ VECTOR_ANN_PARTITIONS = envint("VECTOR_ANN_PARTITIONS", 0, minimum=0)
 VECTOR_ANN_SUB_VECTORS = envint("VECTOR_ANN_SUB_VECTORS", 0, minimum=0)
 # Cached fact answers live this long at most (they are evicted at once when a base changes).
 FACT_CACHE_SECONDS = envint("FACT_CACHE_SECONDS", 300)
+# A dispute's resolution can be undone (the dispute reopened, the answer before it restored) for this long.
+DISPUTE_UNDO_MINUTES = envint("DISPUTE_UNDO_MINUTES", 10, minimum=0)
 
 # --- Deletion -------------------------------------------------------------------------------------
 BACKUP_DIR = Path(envstr("BACKUP_DIR", str(VAR_DIR / "backups")))

@@ -34,6 +34,7 @@ urlpatterns = [
     path("facts/", records.fact, name="fact"),
     path("disputes/", disputes.dispute_list, name="disputes"),
     path("disputes/<str:dispute_id>/resolve/", disputes.resolve, name="resolve"),
+    path("disputes/<str:dispute_id>/reopen/", disputes.reopen, name="reopen_dispute"),
     path("expiry-requests/", expiry.expiry_requests, name="expiry_requests"),
     path("expiry-requests/<str:request_id>/<str:verb>/", expiry.decide, name="expiry_decide"),
     path("audit/", audit.audit_log, name="audit"),

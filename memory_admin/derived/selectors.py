@@ -7,7 +7,7 @@ from typing import Any
 
 from django.db.models import Count, Min
 
-from memory_admin.derived.models import ExportFile, Invalidation
+from memory_admin.derived.models import Event, ExportFile, Invalidation
 
 
 def open_notices_by_agent(tenant_id: int, *, limit: int = 10) -> list[dict[str, Any]]:
@@ -37,3 +37,13 @@ def export_files(tenant_id: int, *, limit: int = 100) -> list[ExportFile]:
         .select_related("project")
         .order_by("-id")[:limit]
     )
+
+
+def sessions_of_events(tenant_id: int, event_ids: list[str], *, limit: int = 500) -> dict[str, str]:
+    """The conversation session of each raw event (by public id) that is still visible: where a record's claim was
+    made (its `source.event_ids`). One query; hidden (deleted) events are left out."""
+    wanted = [i for i in dict.fromkeys(event_ids) if isinstance(i, str)][:limit]
+    if not wanted:
+        return {}
+    rows = Event.objects.filter(tenant_id=tenant_id, public_id__in=wanted, hidden_at__isnull=True)
+    return dict(rows.values_list("public_id", "session_id"))

@@ -35,6 +35,8 @@ class Action(models.TextChoices):
     RECORD_EXCLUDED = "record.excluded"
     RECORD_EXPIRED = "record.expired"
     RECORD_DISPUTE_RESOLVED = "record.dispute_resolved"
+    # A resolution undone within its window (memory.actions.disputes.reopen_dispute): the record as it was before.
+    RECORD_DISPUTE_REOPENED = "record.dispute_reopened"
     # An agent asked for a record to be expired (memory.expiry); an owner approved (then RECORD_EXPIRED follows) or
     # declined. Written about the record (object_id = its memory_id), so a deletion of it redacts them too.
     RECORD_EXPIRY_REQUESTED = "record.expiry_requested"
@@ -48,6 +50,7 @@ class Action(models.TextChoices):
     RECORD_RECHECKED_NOT_CHECKED = "record.rechecked.not_checked"
     DISPUTE_OPENED = "dispute.opened"
     DISPUTE_RESOLVED = "dispute.resolved"
+    DISPUTE_REOPENED = "dispute.reopened"
     POLICY_CREATED = "policy.created"
     POLICY_UPDATED = "policy.updated"
     POLICY_DELETED = "policy.deleted"

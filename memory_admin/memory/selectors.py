@@ -36,14 +36,18 @@ def open_dispute_count(tenant_id: int) -> int:
     return Dispute.objects.filter(tenant_id=tenant_id, status=Dispute.Status.OPEN).count()
 
 
+# Open disputes oldest first (the queue); resolved ones by when they were resolved, the latest first.
+_DISPUTE_ORDER = {"open": ("opened_at", "id"), "resolved": ("-resolved_at", "-id")}
+
+
 def disputes(tenant_id: int, show: str, *, limit: int = 100) -> list[tuple[Dispute, list[MemoryRecord]]]:
-    """The disputes in status `show` ("all": any), open ones oldest first, others newest first, each with its
-    candidates and their issuers (three queries in all)."""
+    """The disputes in status `show` ("all": any), open ones oldest first, resolved ones latest resolved first, the
+    rest newest first, each with its candidates and their issuers (three queries in all)."""
     rows = (
         Dispute.objects.filter(tenant_id=tenant_id)
         .select_related("project", "resolved_by", "winner")
         .prefetch_related("candidates__issuer")
-        .order_by("opened_at" if show == "open" else "-opened_at")
+        .order_by(*_DISPUTE_ORDER.get(show, ("-opened_at", "-id")))
     )
     if show in Dispute.Status.values:
         rows = rows.filter(status=show)

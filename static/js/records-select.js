@@ -1,11 +1,17 @@
-// Records table: "select all on this page" and the sticky "N selected" bar. Progressive enhancement:
-// without JavaScript the checkboxes, the "Select all on this page" link and the bar's form still work.
+// Records table: "select all on this page" and the selection bar that names the verb and the count
+// ("Expire 2 records"). Progressive enhancement: without JavaScript the checkboxes, the "Select all on this
+// page" link and the bar's buttons still post the form (the bar is then always shown and says "selected
+// records"); with it, the bar appears only while records are ticked, and counts them.
 // Delegated listeners on the document, so rows that htmx swaps in are covered without re-binding.
 (function () {
   "use strict";
 
   function boxes() {
     return Array.prototype.slice.call(document.querySelectorAll('#bulk-form input[name="ids"]'));
+  }
+
+  function records(n) {
+    return n + (n === 1 ? " record" : " records");
   }
 
   function refresh() {
@@ -16,7 +22,12 @@
     var list = boxes();
     var chosen = list.filter(function (b) { return b.checked; }).length;
     count.textContent = chosen ? chosen + " selected" : "With the selected records";
+    bar.classList.add("js-bar");
     bar.classList.toggle("has-selection", chosen > 0);
+    bar.hidden = chosen === 0;
+    Array.prototype.forEach.call(bar.querySelectorAll("button[data-verb]"), function (button) {
+      button.textContent = button.getAttribute("data-verb") + " " + (chosen ? records(chosen) : "selected records");
+    });
     if (all) {
       all.hidden = false;
       all.checked = list.length > 0 && chosen === list.length;

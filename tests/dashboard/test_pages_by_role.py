@@ -67,9 +67,9 @@ def test_every_role_reads_every_page(owner, compliance, admin, moved_deadline, p
 
 def test_the_overview_counts_records_by_status(owner, moved_deadline, price_dispute):
     page = signed_in(owner).get("/").content.decode()
-    assert "open disputes" in page
-    assert "overdue rechecks" in page
-    assert "<svg" in page  # the freshness chart is drawn server-side
+    assert "open dispute: agents get no value until a person chooses" in page
+    assert "overdue recheck" in page
+    assert "<svg" in page  # the freshness bar is drawn server-side
 
 
 def test_an_outsider_gets_404_for_another_tenants_pages(outsider, moved_deadline, price_dispute):
@@ -83,8 +83,12 @@ def test_an_outsider_gets_404_for_another_tenants_pages(outsider, moved_deadline
         client.post(f"/disputes/{price_dispute.public_id}/resolve/", {"winner": memory_id, "reason": "x"}).status_code
         == 404
     )
-    bulk = client.post("/records/bulk/", {"ids": [memory_id], "operation": "exclude", "reason": "x", "confirm": "on"})
-    assert bulk.status_code == 404
+    assert client.post(f"/disputes/{price_dispute.public_id}/reopen/").status_code == 404
+    # Another tenant's record is, to the bulk form, a record that does not exist: a message, nothing changed.
+    bulk = client.post(
+        "/records/bulk/", {"ids": [memory_id], "operation": "exclude", "reason": "x", "confirm": "on"}, follow=True
+    )
+    assert "1 record of the selection no longer exists. Nothing was changed" in bulk.content.decode()
     assert memory_id not in client.get("/records/?status=all").content.decode()
     assert price_dispute.public_id not in client.get("/disputes/").content.decode()
     assert MemoryRecord.objects.get(memory_id=memory_id).status == "accepted"
@@ -242,7 +246,7 @@ def test_bulk_exclude_asks_for_confirmation_then_applies_to_all(owner, many_reco
     ids = list(MemoryRecord.objects.filter(project__key="project-b").values_list("memory_id", flat=True)[:3])
     review = client.post("/records/bulk/", {"ids": ids, "operation": "exclude", "reason": "Stale import"})
     assert review.status_code == 200
-    assert "Confirm" in review.content.decode()
+    assert "Exclude 3 records" in review.content.decode()
     assert MemoryRecord.objects.filter(memory_id__in=ids, status="excluded").count() == 0
     done = client.post(
         "/records/bulk/", {"ids": ids, "operation": "exclude", "reason": "Stale import", "confirm": "on"}

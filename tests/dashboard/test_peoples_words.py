@@ -184,9 +184,11 @@ def test_the_health_figures_agree_and_explain_disputes(story: None) -> None:
     context: Any = response.context
     disputed = MemoryRecord.objects.filter(status="disputed").count()
     assert (disputed, context["open_disputes"]) == (2, 1)
-    assert "so 2 disputed records make\n  1 open dispute" in response.content.decode()
-    # The overdue tile, the chart's red band and the records page's "recheck due" filter: the same records.
-    chart = {key: n for key, _, n, _ in context["chart"]}
+    # The tiles explain themselves (no footnote): the disputed records are named as one per source in the disputes.
+    assert "records, one per source, in 1 open dispute" in response.content.decode()
+    assert "counts-explained" not in response.content.decode()
+    # The overdue tile, the freshness card's red band and the records page's "recheck due" filter: the same records.
+    chart = {band.key: band.n for band in context["bands"]}
     assert chart["due"] == context["overdue"] > 0
     due = client_for("owner@demo").get("/records/?freshness=recheck_due")
     assert due.context["total"] == context["overdue"]
@@ -350,6 +352,5 @@ def test_the_plot_and_the_select_all_bar_in_a_browser(page: Page) -> None:
     boxes.first.uncheck()
     expect(page.locator("#bulk-bar [data-selected-count]")).to_have_text(f"{n - 1} selected")
     assert select_all.evaluate("el => el.indeterminate") is True
-    page.get_by_label("Reason", exact=True).fill("bulk test")
-    page.get_by_role("button", name="Review…").click()
-    expect(page.get_by_role("heading", name=re.compile(rf"{n - 1} records"))).to_be_visible()
+    page.get_by_role("button", name=f"Exclude {n - 1} records").click()
+    expect(page.get_by_role("heading", name=f"Exclude {n - 1} records")).to_be_visible()

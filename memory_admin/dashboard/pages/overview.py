@@ -48,6 +48,8 @@ class InboxItem:
     href: str
     since: datetime | None = None
     urgent: bool = False
+    # What `since` is, said before the relative time: "opened 3 days ago", "due 39 days ago".
+    since_verb: str = "since"
 
 
 def _inbox(principal: Principal, now: datetime) -> list[InboxItem]:
@@ -138,16 +140,152 @@ def _inbox(principal: Principal, now: datetime) -> list[InboxItem]:
                     urgent=True,
                 )
             )
+    for item in items:
+        item.since_verb = SINCE_VERBS.get(item.kind, "since")
     return items
 
 
-# The freshness chart's bands, each coloured by its records' own `recheck_after` (not by a fixed age).
+# What each inbox item's time is: "opened 3 days ago" (a dispute), "due 39 days ago" (a recheck), ...
+SINCE_VERBS = {
+    "dispute": "opened",
+    "recheck": "was due",
+    "notice": "oldest sent",
+    "expiry": "asked",
+    "deletion": "accepted",
+    "policy": "last checked",
+}
+
+
+# The freshness card's bands, each coloured by its records' own `recheck_after` (not by a fixed age), with the
+# records page's freshness filter that lists them (the "fresh" filter holds both the fresh and the soon band).
 FRESHNESS_BANDS = [
-    ("fresh", "Fresh, recheck > 7 days off"),
-    ("soon", "Recheck due within 7 days"),
-    ("due", "Past its own recheck time"),
-    ("never", "Never verified"),
+    ("fresh", "Fresh", "next recheck more than 7 days off", "fresh"),
+    ("soon", "Recheck within 7 days", "still fresh, due soon", "fresh"),
+    ("due", "Past its recheck time", "unverified since, not wrong", "recheck_due"),
+    ("never", "Never verified", "no recheck has confirmed it yet", "never_verified"),
 ]
+# The stacked bar's width in SVG units (the bar scales to the card's width).
+BAR_WIDTH = 1000
+
+
+@dataclass(frozen=True)
+class Band:
+    """One band of the freshness card: its records, share and place on the stacked bar, and where it is listed."""
+
+    key: str
+    label: str
+    meaning: str
+    n: int
+    percent: int
+    x: int
+    width: int
+    href: str
+
+
+def freshness_bands(bands: dict[str, int]) -> list[Band]:
+    """The freshness card's bands: each one's count, its share of the accepted records (rounded, shown), and its
+    segment of one stacked bar (x and width in BAR_WIDTH units, end to end, from the running total so that
+    rounding never leaves a gap)."""
+    total = sum(bands.values())
+    records = reverse("dashboard:records")
+    out = []
+    x = running = 0
+    for key, label, meaning, filter_key in FRESHNESS_BANDS:
+        n = bands[key]
+        running += n
+        end = round(BAR_WIDTH * running / total) if total else 0
+        out.append(
+            Band(
+                key=key,
+                label=label,
+                meaning=meaning,
+                n=n,
+                percent=round(100 * n / total) if total else 0,
+                x=x,
+                width=end - x,
+                href=f"{records}?status=accepted&freshness={filter_key}",
+            )
+        )
+        x = end
+    return out
+
+
+@dataclass(frozen=True)
+class Tile:
+    """One count on the overview, labelled so that it explains itself (no footnote): the number, the status badge
+    when it counts records of one status, and what they are."""
+
+    n: int
+    label: str
+    href: str
+    badge: str = ""
+    title: str = ""
+
+
+# What the records of each status are, as a tile says it under the badge.
+STATUS_MEANINGS: dict[str, str] = {
+    Status.ACCEPTED: "current values agents get",
+    Status.SUPERSEDED: "replaced values, kept as history",
+    Status.EXCLUDED: "kept, never handed to agents",
+    Status.EXPIRED: "ended, kept as history",
+}
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return one if n == 1 else many
+
+
+def overview_tiles(by_status: dict[str, int], deleted: int, open_disputes: int, overdue: int) -> list[Tile]:
+    """The overview's tiles, each saying what it counts: records by status (a dispute's records named as such),
+    deleted records, open disputes (which hold two or more records each) and overdue rechecks."""
+    records = reverse("dashboard:records")
+    tiles = []
+    for status in Status.values:
+        if status == Status.DELETED:
+            continue
+        n = by_status.get(status, 0)
+        if status == Status.DISPUTED:
+            label = (
+                f"{_plural(n, 'record', 'records')}, one per source, in {open_disputes} open "
+                f"{_plural(open_disputes, 'dispute', 'disputes')}"
+            )
+        else:
+            label = STATUS_MEANINGS.get(status, "records")
+        tiles.append(Tile(n, label, f"{records}?status={status}", badge=status))
+    tiles.append(
+        Tile(
+            deleted,
+            "records under a deletion tombstone, hidden or purged",
+            reverse("dashboard:deletions"),
+            badge="deleted",
+        )
+    )
+    tiles.append(
+        Tile(
+            open_disputes,
+            f"open {_plural(open_disputes, 'dispute', 'disputes')}: agents get no value until a person chooses",
+            reverse("dashboard:disputes"),
+        )
+    )
+    tiles.append(
+        Tile(
+            overdue,
+            f"overdue {_plural(overdue, 'recheck', 'rechecks')}: current values past their own recheck time "
+            "(unverified, not wrong)",
+            f"{records}?freshness=recheck_due",
+        )
+    )
+    return tiles
+
+
+def tile_columns(count: int) -> int:
+    """Columns for `count` tiles on a wide screen (4, 3 or 5; app.css has a grid for each) so that no row holds a
+    lone tile: the first that divides the count, else the one whose last row is fullest."""
+    choices = (4, 3, 5)
+    for columns in choices:
+        if count % columns == 0:
+            return columns
+    return max(choices, key=lambda c: count % c)
 
 
 def _health_counts(tenant_id: int, now: datetime) -> dict[str, Any]:
@@ -245,18 +383,21 @@ def overview(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     counts = _health_counts(principal.tenant_pk, now)
     by_status, bands = counts["by_status"], counts["bands"]
-    peak = max([*bands.values(), 1])
+    tiles = overview_tiles(by_status, counts["deleted"], counts["open_disputes"], bands["due"])
     context = {
         "inbox": _inbox(principal, now),
         # Deleted records leave no row once purged: their tombstones are what count (and the tile links to
         # the deletion requests, where each one is followed).
-        "counts": [(status, by_status.get(status, 0)) for status in Status.values if status != Status.DELETED],
-        "disputed_records": by_status.get(Status.DISPUTED, 0),
+        "tiles": tiles,
+        "tile_columns": tile_columns(len(tiles)),
         "deleted": counts["deleted"],
         "open_disputes": counts["open_disputes"],
-        # The same records as the chart's red band and the records page's "recheck due" filter.
+        # The same records as the freshness card's red band and the records page's "recheck due" filter.
         "overdue": bands["due"],
-        "chart": [(key, words, bands[key], round(300 * bands[key] / peak)) for key, words in FRESHNESS_BANDS],
+        "accepted": sum(bands.values()),
+        "fresh_percent": round(100 * (bands["fresh"] + bands["soon"]) / max(sum(bands.values()), 1)),
+        "bands": freshness_bands(bands),
+        "bar_width": BAR_WIDTH,
         "recent": _recent_changes(principal.tenant_pk),
         # Which embedder search uses here: a model that could not load (hashing instead) is said, never silent.
         "embedder": embedder_status(),

@@ -195,46 +195,129 @@ def record_list(request: HttpRequest) -> HttpResponse:
     return render(request, partial(request, "dashboard/records.html", "table"), context)
 
 
+# The bulk operations: the verb people read on the bar and the confirmation ("Expire 2 records"), the past
+# tense for the message, and what the change means for agents beyond "they stop getting these values".
+BULK_WORDS = {
+    "expire": (
+        "Expire",
+        "Expired",
+        "They stay as history: as-of questions about the time they held still see them.",
+    ),
+    "exclude": (
+        "Exclude",
+        "Excluded",
+        "They stay on record but are never handed to an agent again, not even for past dates.",
+    ),
+}
+# At most this many records in one bulk change (a page of the records table holds at most 200).
+BULK_MAX = 200
+
+
+def _records_words(n: int) -> str:
+    return f"{n} record{'s' if n != 1 else ''}"
+
+
+def _bulk_refusal(operation: str, record: MemoryRecord) -> str | None:
+    """Why `record` cannot take the bulk operation as it stands now (None: it can)."""
+    fact = f"{record.subject_id} · {record.predicate}"
+    if operation == "expire" and not record.expirable:
+        return f"{fact} is {record.status}, and only an accepted record can expire"
+    if operation == "exclude" and record.status == Status.EXCLUDED:
+        return f"{fact} is already excluded"
+    if operation == "exclude" and not record.excludable:
+        return f"{fact} is part of an open dispute; resolve the dispute instead"
+    return None
+
+
+def _copies_words(records: list[MemoryRecord]) -> str:
+    """What is built on the records and hears of the change: agent sessions, summaries, plans."""
+    built = dependants_of(records)
+    copies = [
+        (len(built["contexts"]), "agent session", "holding one gets a notice"),
+        (len(built["summaries"]), "summary", "built on them is marked stale"),
+        (len(built["plans"]), "plan", "built on them is suspended"),
+    ]
+    told = [f"{n} {noun}{'s' if n != 1 else ''} {what}" for n, noun, what in copies if n]
+    return f"Built on them: {'; '.join(told)}." if told else "No agent session, summary or plan is built on them."
+
+
 @page(nav.RECORDS)
 @require_POST
 def bulk_records(request: HttpRequest) -> HttpResponse:
-    """Exclude or expire several records: confirm first, then apply all or none."""
+    """Expire or exclude the selected records: a confirmation naming what stops reaching agents first, then all
+    of them or none (the domain's expire_record / exclude_record in one transaction).
+
+    A selection that names a record that does not exist (or not in this tenant), or one that changed since the
+    confirmation was shown, changes nothing and says which."""
     principal = principal_of(request)
     if not principal.can_curate:
         raise Forbidden("Only owners and admins may exclude or expire records.")
     form = BulkForm(request.POST)
-    ids = [i for i in request.POST.getlist("ids") if i]
     back = safe_next(request, reverse("dashboard:records"))
-    if not ids or not form.is_valid():
-        messages.error(request, "Select at least one record and an operation.")
+    ids = list(dict.fromkeys(i.strip() for i in request.POST.getlist("ids") if i.strip()))
+    if not form.is_valid():
+        messages.error(request, "Choose Expire or Exclude for the selected records. Nothing was changed.")
+        return redirect_back(request, back)
+    if not ids:
+        messages.error(request, "Select at least one record first. Nothing was changed.")
+        return redirect_back(request, back)
+    if len(ids) > BULK_MAX or any(len(i) > 64 for i in ids):
+        messages.error(request, f"Select at most {BULK_MAX} records at once. Nothing was changed.")
         return redirect_back(request, back)
     operation = form.cleaned_data["operation"]
-    records = memory_selectors.records_by_memory_id(principal.tenant_pk, ids)
-    if len(records) != len(set(ids)):
-        raise Http404("Some selected records do not exist.")
+    verb, done, after = BULK_WORDS[operation]
+    records = sorted(
+        memory_selectors.records_by_memory_id(principal.tenant_pk, ids), key=lambda r: ids.index(r.memory_id)
+    )
+    if len(records) != len(ids):
+        missing = len(ids) - len(records)
+        messages.error(
+            request,
+            f"{_records_words(missing)} of the selection no longer exist{'s' if missing == 1 else ''}. "
+            "Nothing was changed; select again.",
+        )
+        return redirect_back(request, back)
+    # What the confirmation showed: each record's status then. One that changed since is not changed blindly.
+    seen = {r.memory_id: request.POST.get(f"seen-{r.memory_id}") for r in records}
+    confirming = bool(form.cleaned_data["confirm"])
+    changed = [r for r in records if confirming and seen[r.memory_id] not in (None, r.status)]
+    refusals = [why for r in records if (why := _bulk_refusal(operation, r))]
+    if changed or refusals:
+        named = [f"{r.subject_id} · {r.predicate} is now {r.status}" for r in changed] + refusals
+        messages.error(request, f"Nothing was changed: {'; '.join(dict.fromkeys(named))}.")
+        return redirect_back(request, back)
     reason = form.cleaned_data["reason"]
-    if not form.cleaned_data["confirm"] or not reason:
-        if form.cleaned_data["confirm"]:
-            messages.error(request, "Give a reason; it is audited.")
+    if not confirming or not reason:
+        if confirming:
+            messages.error(request, "Give a reason; it is audited. Nothing was changed.")
+        zone = timezone.get_current_timezone()
         context = {
-            "records": records,
+            "records": [(r, wording.plain(r.value, zone, 80)) for r in records],
             "operation": operation,
+            "title": f"{verb} {_records_words(len(records))}",
+            "after": after,
+            "copies": _copies_words(records),
             "reason": reason,
             "next": back,
-            "label": dict(form.fields["operation"].choices)[operation],  # type: ignore[attr-defined]
         }
-        return render(
-            request, "dashboard/bulk_confirm.html", context, status=200 if not form.cleaned_data["confirm"] else 400
-        )
+        return render(request, "dashboard/bulk_confirm.html", context, status=400 if confirming else 200)
     apply = actions.exclude_record if operation == "exclude" else actions.expire_record
+    record = records[0]
     try:
         with transaction.atomic():
             for record in records:
                 apply(principal, record.memory_id, reason)
+    except (NotFound, Forbidden):
+        raise
     except DomainError as exc:
-        messages.error(request, f"Nothing was changed: {exc.detail}")
+        messages.error(request, f"Nothing was changed: {record.subject_id} · {record.predicate}: {exc.detail}")
         return redirect_back(request, back)
-    messages.success(request, f"{len(records)} record(s): {operation} applied.")
+    facts = ", ".join(f"{r.subject_id} · {r.predicate}" for r in records[:5])
+    more = f" and {len(records) - 5} more" if len(records) > 5 else ""
+    messages.success(
+        request,
+        f"{done} {_records_words(len(records))} ({facts}{more}): agents no longer get these values.",
+    )
     return redirect_back(request, back)
 
 

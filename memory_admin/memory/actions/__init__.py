@@ -4,7 +4,7 @@
 - `fact_writes`: how each decision is written (`build_record`, one apply function per step);
 - `assertion`: the vocabulary of one assertion (`Assertion`, `Outcome`, `AssertResult`, `Step`, `Decision`);
 - `curation`: `exclude_record`, `expire_record` and the checks they share (`get_record`, `may_expire`);
-- `disputes`: `resolve_dispute`, `get_dispute`;
+- `disputes`: `resolve_dispute`, `get_dispute`, `reopen_dispute` (undo a resolution for a while), `undo_until`;
 - `transitions`: `settle_valid_time_transitions`.
 
 The API, the dashboard, management commands and Celery tasks call them; none of PRODUCT.md's rules is
@@ -23,7 +23,12 @@ from memory_admin.memory.actions.assertion import (
     Step,
 )
 from memory_admin.memory.actions.curation import exclude_record, expire_record, get_record, may_expire
-from memory_admin.memory.actions.disputes import get_dispute, resolve_dispute
+from memory_admin.memory.actions.disputes import (
+    get_dispute,
+    reopen_dispute,
+    resolve_dispute,
+    undo_until,
+)
 from memory_admin.memory.actions.fact_writes import build_record
 from memory_admin.memory.actions.facts import (
     assert_fact,
@@ -57,7 +62,9 @@ __all__ = [
     "lock_fact",
     "may_expire",
     "project_for",
+    "reopen_dispute",
     "resolve_dispute",
     "settle_valid_time_transitions",
+    "undo_until",
     "validate_assertion",
 ]

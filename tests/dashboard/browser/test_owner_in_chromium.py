@@ -42,7 +42,7 @@ def test_owner_signs_in_and_lands_on_the_overview(page: Page, live_server: Any) 
     accepted = MemoryRecord.objects.filter(status=MemoryRecord.Status.ACCEPTED).count()
     assert accepted > 0
     expect(tiles.filter(has=page.locator(".badge.status-accepted")).locator(".tile-n")).to_have_text(str(accepted))
-    expect(tiles.filter(has_text="open disputes").locator(".tile-n")).to_have_text("1")
+    expect(tiles.filter(has_text="open dispute:").locator(".tile-n")).to_have_text("1")
 
 
 def test_filtering_records_updates_the_table_in_place(page: Page) -> None:
@@ -178,32 +178,30 @@ def test_compliance_sees_the_fact_read_only(page: Page) -> None:
 
 
 def test_owner_expires_two_records_in_bulk_with_javascript_on(page: Page) -> None:
-    """The bulk menu and its reason sit inside the htmx-refreshed table: choosing "Expire" or typing the
-    reason must not reload the table (which cleared the ticks and put the menu back on "Exclude")."""
+    """The selection bar sits inside the htmx-refreshed table: ticking rows must not reload the table (which
+    cleared the ticks); the bar names the verb and the count, the confirmation takes the audited reason."""
     sign_in(page, "owner@demo")
     page.goto("/records/?project=project-c")
     rows = page.locator("#table table.records tbody tr")
     expect(rows.nth(1)).to_be_visible()
     first, second = rows.nth(0).get_attribute("id"), rows.nth(1).get_attribute("id")
     assert first and second
+    bar = page.get_by_test_id("bulk-bar")
+    expect(bar).to_be_hidden()  # nothing selected yet
+    table_requests: list[str] = []
+    page.on("request", lambda r: table_requests.append(r.url) if r.headers.get("hx-request") == "true" else None)
     for memory_id in (first, second):
         assert record(memory_id).status == MemoryRecord.Status.ACCEPTED
         page.get_by_label(f"Select {memory_id}", exact=True).check()
-    table_requests: list[str] = []
-    page.on("request", lambda r: table_requests.append(r.url) if r.headers.get("hx-request") == "true" else None)
 
-    page.get_by_label("Operation").select_option("expire")
-    page.get_by_label("Reason", exact=True).press_sequentially("Project C closed.")
+    expect(bar).to_be_visible()
+    page.get_by_role("button", name="Expire 2 records").click()
+    assert table_requests == [], f"the selection reloaded the table: {table_requests}"
 
-    expect(page.get_by_label("Operation")).to_have_value("expire")
-    expect(page.get_by_label(f"Select {first}", exact=True)).to_be_checked()
-    expect(page.get_by_label(f"Select {second}", exact=True)).to_be_checked()
-    page.get_by_role("button", name="Review…").click()
-
-    expect(page.get_by_role("heading", name=re.compile(r"^Expire, keep as history: 2 records"))).to_be_visible()
-    page.get_by_role("button", name="Confirm: expire, keep as history").click()
-    expect(page.locator(".messages .msg-success")).to_contain_text("2 record(s): expire applied.")
-    assert table_requests == [], f"the bulk controls reloaded the table: {table_requests}"
+    expect(page.get_by_role("heading", name="Expire 2 records")).to_be_visible()
+    page.get_by_test_id("bulk-reason").fill("Project C closed.")
+    page.get_by_test_id("bulk-confirm").click()
+    expect(page.locator(".messages .msg-success")).to_contain_text("Expired 2 records")
 
     for memory_id in (first, second):
         assert record(memory_id).status == MemoryRecord.Status.EXPIRED
