@@ -59,12 +59,49 @@ class HttpJsonConnector(Connector):
     name = "http_json"
     label = "HTTP JSON"
     settings_fields = (
-        SettingField("url_template", max_length=1000),
-        SettingField("value_pointer"),
-        SettingField("revision_pointer"),
-        SettingField("timeout_seconds", kind="seconds", default=5),
-        SettingField("auth_header", max_length=100, optional=True),
-        SettingField("auth_secret_env", "Auth secret: environment variable name", max_length=100, optional=True),
+        SettingField(
+            "url_template",
+            "URL template",
+            max_length=1000,
+            help="Where one fact is read; {project_id}, {subject_id} and {predicate} are filled in per fact.",
+            example="https://tasks.example.com/api/{project_id}/tasks/{subject_id}",
+        ),
+        SettingField(
+            "value_pointer",
+            "Value pointer",
+            help="A JSON pointer to the value in the source's answer.",
+            example="/data/deadline",
+        ),
+        SettingField(
+            "revision_pointer",
+            "Revision pointer",
+            help="A JSON pointer to the source's revision or version of that value.",
+            example="/data/revision",
+        ),
+        SettingField(
+            "timeout_seconds",
+            "Timeout in seconds",
+            kind="seconds",
+            default=5,
+            help="How long to wait for the source (at most 60).",
+            example="5",
+        ),
+        SettingField(
+            "auth_header",
+            "Auth header (optional)",
+            max_length=100,
+            optional=True,
+            help="The header that carries the secret, if the source needs one.",
+            example="X-Api-Key",
+        ),
+        SettingField(
+            "auth_secret_env",
+            "Auth secret: environment variable name",
+            max_length=100,
+            optional=True,
+            help="The server's environment variable holding the secret; the secret itself is never stored here.",
+            example="SOURCE_SECRET_TASKS",
+        ),
     )
     allowed_keys = Connector.allowed_keys | frozenset(
         {"url_template", "value_pointer", "revision_pointer", "timeout_seconds", "auth_header", "auth_secret_env"}
