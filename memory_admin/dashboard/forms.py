@@ -422,9 +422,9 @@ def _setting_fields() -> dict[str, SettingField]:
 
 def _setting_form_field(setting: SettingField) -> forms.Field:
     label = setting.label or None
-    help_text = " ".join(
-        part for part in (setting.help, f"For example: {setting.example}" if setting.example else "") if part
-    )
+    blank = f"Blank: {setting.default}." if setting.default is not None else ""
+    example = f"For example: {setting.example}" if setting.example else ""
+    help_text = " ".join(part for part in (setting.help, blank, example) if part)
     if setting.kind == "seconds":
         return forms.FloatField(required=False, min_value=0.1, max_value=60, label=label, help_text=help_text)
     return forms.CharField(required=False, max_length=setting.max_length, label=label, help_text=help_text)
