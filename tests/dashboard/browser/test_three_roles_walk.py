@@ -201,10 +201,12 @@ def admin_sets_a_policy_in_days_and_tests_it(walk: Walk, tab: Page, source_url: 
     tab.get_by_label("Subject to fetch").fill("task-proposal-017")
     tab.get_by_label("Project (blank: the policy's)").fill("project-a")
     walk.check(tab, "admin", "policy-form")
+    tab.evaluate("window.__sameDocument = true")
     tab.get_by_test_id("test-settings").click()
     result = tab.get_by_test_id("test-result")
     expect(result).to_contain_text("The source says")
     expect(result).to_contain_text("revision r18")
+    assert tab.evaluate("window.__sameDocument") is True, "testing the settings reloaded the page (htmx did not run)"
     policy.refresh_from_db()
     assert policy.canonical_source == {"connector": "manual", "reporters": ["task-system"]}  # testing saves nothing
     walk.check(tab, "admin", "policy-tested")
@@ -244,8 +246,10 @@ def admin_issues_and_revokes_a_token(walk: Walk, tab: Page) -> None:
 
 
 def compliance_files_a_deletion_until_purge_is_confirmed(walk: Walk, tab: Page) -> None:
-    tab.get_by_role("navigation").get_by_role("link", name=re.compile(r"^Deletion")).first.click()
-    tab.goto("/deletions/new/")
+    tab.get_by_role("navigation").get_by_role("link", name="Deletions", exact=True).first.click()
+    expect(tab.get_by_role("heading", name="Deletion requests")).to_be_visible()
+    tab.get_by_role("link", name="New request").first.click()
+    expect(tab.get_by_role("heading", name="New deletion request")).to_be_visible()
     tab.get_by_label("Project id").fill("project-a")
     tab.get_by_label("Scope kind").select_option("subject_id")
     tab.get_by_label("Scope value").fill("person-sato")
@@ -264,8 +268,23 @@ def compliance_files_a_deletion_until_purge_is_confirmed(walk: Walk, tab: Page) 
     filed = DeletionRequest.objects.get()
     assert filed.purge_confirmed_at is not None
     tab.get_by_role("link", name="Printable report").click()
-    expect(tab.get_by_role("heading", name=re.compile(r"Deletion"))).to_be_visible()
+    expect(tab.get_by_role("heading", name=re.compile(r"^Deletion report"))).to_be_visible()
+    expect(tab.get_by_role("row", name=re.compile(r"Purge confirmed"))).not_to_contain_text("not yet")
     walk.check(tab, "compliance", "deletion-report")
+    # As it prints: the page's links and navigation stay off the paper, the request's id stays on it.
+    tab.emulate_media(media="print")
+    expect(tab.locator(".crumbs.no-print")).to_be_hidden()
+    expect(tab.locator("input.copy-id").first).to_have_value(filed.public_id)
+    walk.check(tab, "compliance", "deletion-report-print")
+    tab.emulate_media(media="screen")
+
+
+def each_role_finds_what_needs_them(walk: Walk, tab: Page, role: str) -> None:
+    """The overview's inbox for a role with nothing urgent of its own in the demo (the owner's walk follows
+    one of its items instead)."""
+    tab.goto("/")
+    expect(tab.locator("#inbox").get_by_role("heading", name=re.compile(r"^Needs you"))).to_be_visible()
+    walk.check(tab, role, "inbox")
 
 
 def an_unknown_address_shows_the_products_404(walk: Walk, tab: Page, role: str) -> None:
@@ -290,11 +309,16 @@ def test_three_roles_walk_their_tasks(walk: Walk, width: int, settings: Any, sou
         owner_resolves_a_dispute(walk, owner)
         owner_expires_two_records(walk, owner)
 
+        an_unknown_address_shows_the_products_404(walk, owner, "owner")
+
         admin = walk.as_role("admin")
+        each_role_finds_what_needs_them(walk, admin, "admin")
         admin_sets_a_policy_in_days_and_tests_it(walk, admin, source_url)
         admin_issues_and_revokes_a_token(walk, admin)
+        an_unknown_address_shows_the_products_404(walk, admin, "admin")
 
         compliance = walk.as_role("compliance")
+        each_role_finds_what_needs_them(walk, compliance, "compliance")
         compliance_files_a_deletion_until_purge_is_confirmed(walk, compliance)
         an_unknown_address_shows_the_products_404(walk, compliance, "compliance")
     print(f"walk at {width}px: {len(walk.steps)} steps in {time.monotonic() - started:.0f} s")
