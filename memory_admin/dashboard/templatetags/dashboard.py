@@ -262,12 +262,14 @@ def propagation_words(action: str) -> str:
 
 
 @register.filter
-def copyable_id(value: Any) -> SafeString:
-    """An internal id kept out of the text people read: a small read-only field they can select and copy."""
+def copyable_id(value: Any, size: Any = 40) -> SafeString:
+    """An internal id kept out of the text people read: a small read-only field they can select and copy (at
+    most `size` characters wide; the whole id is still selected and copied)."""
+    width = int(size) if str(size).isdigit() else 40
     return _html(
         '<input class="copy-id" readonly value="{}" aria-label="Id, to copy" size="{}">',
         value,
-        min(len(str(value)), 40),
+        min(len(str(value)), width),
     )
 
 
@@ -292,7 +294,7 @@ def samples(values: Any, limit: Any = None) -> SafeString:
     items = list(values) if isinstance(values, list | tuple) else [values]
     cut = int(limit) if limit not in (None, "") and str(limit).isdigit() else len(items)
     zone = timezone.get_current_timezone()
-    shown = [copyable_id(v) if _key_like(v) else _html("{}", wording.plain(v, zone, 40)) for v in items[:cut]]
+    shown = [copyable_id(v, 20) if _key_like(v) else _html("{}", wording.plain(v, zone, 40)) for v in items[:cut]]
     more = _html(' <span class="muted">and {} more</span>', len(items) - cut) if len(items) > cut else ""
     return mark_safe(", ".join(shown) + more)  # each piece escaped above
 
