@@ -101,7 +101,14 @@ def test_a_pointer_that_finds_nothing_says_so(client, good, htmx):
     headers = {"HX-Request": "true"} if htmx else {}
     html = client.post("/policies/new/", {**good, "value_pointer": "/data/due"}, headers=headers).content.decode()
     result = _result(html)
-    assert "ambiguous" in result and "nothing at /data/due" in result
+    assert "ambiguous" in result and "nothing at /data/due (the value pointer)" in result
+    assert "The source says" not in result
+    _nothing_saved()
+
+
+def test_a_revision_pointer_that_finds_nothing_says_so(client, good):
+    html = client.post("/policies/new/", {**good, "revision_pointer": "/meta/etag"}).content.decode()
+    assert "no single source revision at /meta/etag (the revision pointer)" in _result(html)
     _nothing_saved()
 
 

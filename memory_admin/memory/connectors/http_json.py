@@ -224,14 +224,19 @@ class HttpJsonConnector(Connector):
         value = resolve_pointer(document, str(self.settings["value_pointer"]))
         revision = resolve_pointer(document, str(self.settings["revision_pointer"]))
         if value is _MISSING or value is None:
-            raise SourceAmbiguous(f"{url}: nothing at {self.settings['value_pointer']}.")
+            raise SourceAmbiguous(
+                f"{url} answered, but there is nothing at {self.settings['value_pointer']} (the value pointer)."
+            )
         if isinstance(value, list):
             distinct = list({json.dumps(v, sort_keys=True): v for v in value}.values())
             if len(distinct) != 1:
                 raise SourceAmbiguous(f"{url}: {len(distinct)} values at {self.settings['value_pointer']}.", distinct)
             value = distinct[0]
         if revision is _MISSING or revision is None or isinstance(revision, dict | list):
-            raise SourceAmbiguous(f"{url}: no single source revision at {self.settings['revision_pointer']}.")
+            raise SourceAmbiguous(
+                f"{url} answered, but there is no single source revision at {self.settings['revision_pointer']} "
+                "(the revision pointer)."
+            )
         return Observation(value=value, revision=str(revision), ref=url)
 
 
