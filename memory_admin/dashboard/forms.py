@@ -377,13 +377,19 @@ class PolicyForm(forms.Form):
     authorized_issuers = forms.CharField(
         required=False, max_length=2000, label="Authorized issuers (names, comma-separated; blank: any writer)"
     )
-    canonical_ref_prefix = forms.CharField(required=False, max_length=500)
+    canonical_ref_prefix = forms.CharField(
+        required=False,
+        max_length=500,
+        label="Canonical reference prefix",
+        help_text="What a source's reference starts with when it speaks for this field. For example: task-system:",
+    )
     # The connector's choices and its settings' fields (inserted after it) come from the connector registry.
     connector = forms.ChoiceField(required=False)
     reporters = forms.CharField(
         required=False,
         max_length=2000,
         label="Reporters: principals that speak for this source (names, comma-separated; their reports verify)",
+        help_text="For example: tasks-sync-agent",
     )
     recheck_interval = DurationInUnitsField(required=False, label="Recheck every (blank: never)")
     recheck_before_action = forms.BooleanField(required=False)
@@ -516,9 +522,12 @@ def _setting_fields() -> dict[str, SettingField]:
 
 def _setting_form_field(setting: SettingField) -> forms.Field:
     label = setting.label or None
+    blank = f"Blank: {setting.default}." if setting.default is not None else ""
+    example = f"For example: {setting.example}" if setting.example else ""
+    help_text = " ".join(part for part in (setting.help, blank, example) if part)
     if setting.kind == "seconds":
-        return forms.FloatField(required=False, min_value=0.1, max_value=60, label=label)
-    return forms.CharField(required=False, max_length=setting.max_length, label=label)
+        return forms.FloatField(required=False, min_value=0.1, max_value=60, label=label, help_text=help_text)
+    return forms.CharField(required=False, max_length=setting.max_length, label=label, help_text=help_text)
 
 
 class SettingsTestForm(forms.Form):

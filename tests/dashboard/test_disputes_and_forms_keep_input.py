@@ -247,7 +247,9 @@ def test_testing_refuses_bad_settings_beside_the_field_without_fetching(admin):
     response = signed_in(admin).post("/policies/new/", form)
     assert response.status_code == 400
     assert 'id="id_url_template_error"' in response.content.decode()
-    assert 'data-testid="test-result"' not in response.content.decode()
+    # Nothing fetched: the result says so instead of showing a value.
+    assert "not tested: nothing was fetched" in response.content.decode()
+    assert "The source says" not in response.content.decode()
 
 
 def test_deleting_a_policy_asks_for_confirmation_first(admin):

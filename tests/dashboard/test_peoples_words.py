@@ -160,6 +160,9 @@ def test_compliance_is_asked_about_deletions_with_days_left_and_nothing_else(sto
     links = inbox_links(page_html)
     assert links == {"deletion": [f"/deletions/{request.public_id}/"]}
     assert "awaiting a second approval; 12 days left" in page_html
+    # Named by what it covers (issue 34, item 1): the request's id is on its own page, not in the inbox.
+    assert "Deletion of every fact of the field meeting_room in project-a" in page_html
+    assert_reads_as_people(page_html, page="/")
 
 
 def test_an_admin_is_asked_to_fix_a_policy_whose_source_failed_its_last_check(story: None) -> None:

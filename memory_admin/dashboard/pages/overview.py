@@ -25,6 +25,7 @@ from memory_admin.dashboard.helpers import (
     principal_of,
 )
 from memory_admin.dashboard.nav import page
+from memory_admin.dashboard.pages.deletions import scope_words
 from memory_admin.demo import volume_progress
 from memory_admin.derived import selectors as derived_selectors
 from memory_admin.derived.embedding import embedder_status
@@ -120,7 +121,7 @@ def _inbox(principal: Principal, now: datetime) -> list[InboxItem]:
             items.append(
                 InboxItem(
                     "deletion",
-                    f"{request.public_id}: {request.get_scope_kind_display().lower()} in {request.project.key}",
+                    f"Deletion of {scope_words(request)}",  # by what it covers; its id is on its page
                     what,
                     reverse("dashboard:deletion", args=[request.public_id]),
                     request.accepted_at,

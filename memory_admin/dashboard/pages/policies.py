@@ -71,6 +71,10 @@ def policy_edit(request: HttpRequest, policy_id: int | None = None) -> HttpRespo
         if action == "test":
             try_form = SettingsTestForm(request.POST, prefix="try")
             test_result, status = _test_settings(request, form, try_form)
+            if request.headers.get("HX-Request"):
+                # htmx swaps only the result (it does not swap a 4xx answer): the result says what is wrong.
+                context = {"form": form, "try_form": try_form, "test_result": test_result}
+                return render(request, "dashboard/policy_edit.html#settings-test", context)
         elif form.is_valid():
             try:
                 saved = save_field_policy(principal_of(request), form.to_policy_data(), instance=policy)
@@ -99,20 +103,19 @@ def policy_edit(request: HttpRequest, policy_id: int | None = None) -> HttpRespo
     return render(request, "dashboard/policy_edit.html", context, status=status)
 
 
-def _test_settings(
-    request: HttpRequest, form: PolicyForm, try_form: SettingsTestForm
-) -> tuple[dict[str, Any] | None, int]:
+def _test_settings(request: HttpRequest, form: PolicyForm, try_form: SettingsTestForm) -> tuple[dict[str, Any], int]:
     """Fetch one subject with the settings as typed, through the same checks saving makes and the same
-    `rechecks.test_source` the saved policy's test uses; nothing is stored."""
+    `rechecks.test_source` the saved policy's test uses; nothing is stored. Settings that would not save are
+    not tested: the result says why (and each problem shows beside its field)."""
     if not form.is_valid() or not try_form.is_valid():
-        return None, 400
+        return _not_tested(form, try_form), 400
     data = form.to_policy_data()
     if problems := validate_canonical_source(data["canonical_source"], principal_of(request).tenant_id):
         form.attach_source_problems(problems)
-        return None, 400
+        return _not_tested(form, try_form), 400
     if data["canonical_source"] is None:
         form.add_error("connector", "Choose a canonical source to test.")
-        return None, 400
+        return _not_tested(form, try_form), 400
     # The API's `source_test` budget (the server fetches a canonical source): the same throttles, one count.
     if (wait := throttling.throttle_wait(request, throttling.SOURCE_TEST)) is not None:
         words = f"Too many source tests; try again in {math.ceil(wait)} seconds. Nothing was fetched."
@@ -126,6 +129,16 @@ def _test_settings(
     project = try_form.cleaned_data["project_id"] or data["project_id"] or ""
     result = rechecks.test_source(unsaved, try_form.cleaned_data["subject_id"], project)
     return _worded(result), 200
+
+
+def _not_tested(form: PolicyForm, try_form: SettingsTestForm) -> dict[str, Any]:
+    """Why nothing was fetched: every problem of the settings as typed, in the form's words."""
+    problems = [
+        f"{form[name].label if name in form.fields else ''}: {' '.join(map(str, errors))}".lstrip(": ")
+        for name, errors in form.errors.items()
+    ]
+    problems += [f"{try_form[name].label}: {' '.join(map(str, errors))}" for name, errors in try_form.errors.items()]
+    return {"outcome": "not_tested", "words": "not tested: nothing was fetched", "problems": problems, "detail": ""}
 
 
 def _worded(result: dict[str, Any]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from memory_admin.dashboard.helpers import (
     safe_next,
 )
 from memory_admin.dashboard.nav import page
+from memory_admin.dashboard.templatetags.dashboard import when
 from memory_admin.memory import tokens
 from memory_admin.memory.errors import DomainError
 
@@ -94,13 +95,13 @@ def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
     if not confirmed(request):
         context = {
             "title": f"Revoke the token {token.prefix}… ({token.name})",
-            "explanation": "Requests made with this token are refused (401) from now on; this cannot be undone — "
+            "explanation": "Requests made with this token are refused from now on; this cannot be undone — "
             "issue a new token instead. The revocation is audited.",
             "details": [
                 ("Agent", token.principal.name or token.principal.username),
                 ("Name", token.name),
                 ("Prefix", f"{token.prefix}…"),
-                ("Last used", token.last_used_at.isoformat() if token.last_used_at else "never"),
+                ("Last used", when(token.last_used_at) if token.last_used_at else "never"),
             ],
             "action": reverse("dashboard:token_revoke", args=[token.pk]),
             "button": "Confirm: revoke token",

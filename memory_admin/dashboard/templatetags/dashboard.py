@@ -11,6 +11,7 @@ lazy-string wrappers, the same output): a page of 50 records calls them several 
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, tzinfo
@@ -273,13 +274,41 @@ def source_revision(revision: Any) -> str:
 
 
 @register.filter
-def copyable_id(value: Any) -> SafeString:
-    """An internal id kept out of the text people read: a small read-only field they can select and copy."""
+def copyable_id(value: Any, size: Any = 40) -> SafeString:
+    """An internal id kept out of the text people read: a small read-only field they can select and copy (at
+    most `size` characters wide; the whole id is still selected and copied)."""
+    width = int(size) if str(size).isdigit() else 40
     return _html(
         '<input class="copy-id" readonly value="{}" aria-label="Id, to copy" size="{}">',
         value,
-        min(len(str(value)), 40),
+        min(len(str(value)), width),
     )
+
+
+# A store's key or hash (a cache key such as fact:v2:<64 hex>): kept out of the text people read.
+_KEY_LIKE = re.compile(r"[0-9a-f]{32,}")
+
+
+def _key_like(value: Any) -> bool:
+    return isinstance(value, str) and bool(_KEY_LIKE.search(value))
+
+
+@register.filter
+def has_keys(value: Any) -> bool:
+    """Whether a list of a store's samples holds keys or hashes (shown with `samples`, not as text)."""
+    return isinstance(value, list | tuple) and any(_key_like(v) for v in value)
+
+
+@register.filter
+def samples(values: Any, limit: Any = None) -> SafeString:
+    """A store's samples (the first `limit` of them, then how many more): names as text, keys and hashes as
+    copyable ids (never in the text people read)."""
+    items = list(values) if isinstance(values, list | tuple) else [values]
+    cut = int(limit) if limit not in (None, "") and str(limit).isdigit() else len(items)
+    zone = timezone.get_current_timezone()
+    shown = [copyable_id(v, 20) if _key_like(v) else _html("{}", wording.plain(v, zone, 40)) for v in items[:cut]]
+    more = _html(' <span class="muted">and {} more</span>', len(items) - cut) if len(items) > cut else ""
+    return mark_safe(", ".join(shown) + more)  # each piece escaped above
 
 
 @register.filter

@@ -42,6 +42,8 @@ class SettingField:
     max_length: int = 200
     default: Any = None  # what a blank field gives (None: "" for text, None for seconds)
     optional: bool = False  # the optional settings of a connector are given together or not at all
+    help: str = ""  # one sentence beside the field: what it is, in people's words
+    example: str = ""  # a concrete value that works, shown beside the field ("For example: /data/deadline")
 
 
 @dataclass(frozen=True)

@@ -59,12 +59,49 @@ class HttpJsonConnector(Connector):
     name = "http_json"
     label = "HTTP JSON"
     settings_fields = (
-        SettingField("url_template", max_length=1000),
-        SettingField("value_pointer"),
-        SettingField("revision_pointer"),
-        SettingField("timeout_seconds", kind="seconds", default=5),
-        SettingField("auth_header", max_length=100, optional=True),
-        SettingField("auth_secret_env", "Auth secret: environment variable name", max_length=100, optional=True),
+        SettingField(
+            "url_template",
+            "URL template",
+            max_length=1000,
+            help="Where one fact is read; {project_id}, {subject_id} and {predicate} are filled in per fact.",
+            example="https://tasks.example.com/api/{project_id}/tasks/{subject_id}",
+        ),
+        SettingField(
+            "value_pointer",
+            "Value pointer",
+            help="A JSON pointer to the value in the source's answer.",
+            example="/data/deadline",
+        ),
+        SettingField(
+            "revision_pointer",
+            "Revision pointer",
+            help="A JSON pointer to the source's revision or version of that value.",
+            example="/data/revision",
+        ),
+        SettingField(
+            "timeout_seconds",
+            "Timeout in seconds",
+            kind="seconds",
+            default=5,
+            help="How long to wait for the source (at most 60).",
+            example="5",
+        ),
+        SettingField(
+            "auth_header",
+            "Auth header (optional)",
+            max_length=100,
+            optional=True,
+            help="The header that carries the secret, if the source needs one.",
+            example="X-Api-Key",
+        ),
+        SettingField(
+            "auth_secret_env",
+            "Auth secret: environment variable name",
+            max_length=100,
+            optional=True,
+            help="The server's environment variable holding the secret; the secret itself is never stored here.",
+            example="SOURCE_SECRET_TASKS",
+        ),
     )
     allowed_keys = Connector.allowed_keys | frozenset(
         {"url_template", "value_pointer", "revision_pointer", "timeout_seconds", "auth_header", "auth_secret_env"}
@@ -187,14 +224,19 @@ class HttpJsonConnector(Connector):
         value = resolve_pointer(document, str(self.settings["value_pointer"]))
         revision = resolve_pointer(document, str(self.settings["revision_pointer"]))
         if value is _MISSING or value is None:
-            raise SourceAmbiguous(f"{url}: nothing at {self.settings['value_pointer']}.")
+            raise SourceAmbiguous(
+                f"{url} answered, but there is nothing at {self.settings['value_pointer']} (the value pointer)."
+            )
         if isinstance(value, list):
             distinct = list({json.dumps(v, sort_keys=True): v for v in value}.values())
             if len(distinct) != 1:
                 raise SourceAmbiguous(f"{url}: {len(distinct)} values at {self.settings['value_pointer']}.", distinct)
             value = distinct[0]
         if revision is _MISSING or revision is None or isinstance(revision, dict | list):
-            raise SourceAmbiguous(f"{url}: no single source revision at {self.settings['revision_pointer']}.")
+            raise SourceAmbiguous(
+                f"{url} answered, but there is no single source revision at {self.settings['revision_pointer']} "
+                "(the revision pointer)."
+            )
         return Observation(value=value, revision=str(revision), ref=url)
 
 

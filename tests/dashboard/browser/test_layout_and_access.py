@@ -205,7 +205,7 @@ def test_the_policy_form_shows_the_chosen_connectors_settings_as_it_is_chosen(
     try:
         _sign_in(tab, "admin@demo")
         tab.goto("/policies/new/")
-        url = tab.get_by_label("Url template")
+        url = tab.get_by_label("URL template")
         expect(url).to_be_hidden()
         expect(tab.get_by_test_id("show-connector")).to_be_hidden()  # v-policy.js ran: no round trip needed
         tab.get_by_label("Connector").select_option("http_json")
