@@ -95,6 +95,9 @@ def test_the_overview_at_1440_leaves_no_tile_alone_on_a_row(browser: Browser, li
     tab = _tab(browser, live_server, 1440)
     try:
         sign_in(tab, "owner@demo")
+        # Measure once the stylesheet is applied: before it, the tiles are inline links wrapping anywhere.
+        tab.wait_for_load_state("load")
+        expect(tab.get_by_test_id("tiles")).to_have_css("display", "grid")
         rows: list[int] = tab.evaluate(_TILE_ROWS)
         assert sum(rows) == len(MemoryRecord.Status.values) + 2
         assert len(rows) > 1 and all(n > 1 for n in rows), f"tiles per row: {rows}"
