@@ -65,7 +65,10 @@ def chain_existing_events(apps: Any, schema_editor: Any) -> None:
         "after_commitment = %s, reason_commitment = %s WHERE id = %s"
     )
     with conn.cursor() as cursor:
+        acting_for = ""
         if postgres:
+            cursor.execute("SELECT current_setting('app.tenant_id', true)")
+            acting_for = cursor.fetchone()[0] or ""
             cursor.execute(f"ALTER TABLE {table} DISABLE TRIGGER audit_event_immutable")
         for tenant_id in Tenant.objects.using(db).order_by("pk").values_list("pk", flat=True):
             if postgres:  # row-level security shows the owner a tenant's rows only while it acts for that tenant
@@ -136,7 +139,7 @@ def chain_existing_events(apps: Any, schema_editor: Any) -> None:
                     checkpointed_events=count, checkpointed_at=now
                 )
         if postgres:
-            cursor.execute("SELECT set_config('app.tenant_id', '', false)")
+            cursor.execute("SELECT set_config('app.tenant_id', %s, false)", [acting_for])
             cursor.execute(f"ALTER TABLE {table} ENABLE TRIGGER audit_event_immutable")
 
 
