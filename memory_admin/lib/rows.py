@@ -315,7 +315,7 @@ def insert_many_then(objs: Sequence[models.Model], statement: str, params: Seque
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute(
-                f"WITH inserted AS ({insert} RETURNING {pk}) {statement} RETURNING (SELECT max({pk}) FROM inserted)",
+                f"WITH inserted AS ({insert} RETURNING {pk}) {statement} RETURNING (SELECT {pk} FROM inserted ORDER BY {pk} DESC LIMIT 1)",
                 [*values, *params],
             )
             last = cursor.fetchone()
