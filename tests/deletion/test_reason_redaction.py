@@ -16,7 +16,7 @@ URL = "/api/v1/deletion-requests/"
 
 def scope(*values, subjects=()):
     records = [
-        ScopeRecord(i, 1, 1, f"mem-{i}", "s", "p", value, 1, *([None] * (len(ScopeRecord._fields) - 8)))
+        ScopeRecord(i, 1, 1, f"mem-{i}", "s", "p", value, 1, True, "ref", "r1", [], None)
         for i, value in enumerate(values)
     ]
     return Scope(tenant_id=1, project_id=1, project_key="project-a", records=records, subjects=list(subjects))
