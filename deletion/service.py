@@ -359,6 +359,10 @@ def _file(
             requested_by=principal,
             state=State.AWAITING_APPROVAL if awaiting_approval or kind == ScopeKind.PREDICATE else State.ACCEPTED,
         )
+        if request.state == State.ACCEPTED:
+            _accept(request, resolved)
+        # Last: the audit write locks the tenant's audit chain until the commit (memory.audit_chain), so it comes
+        # after the acceptance's row locks, never before them.
         audit.record_event(
             tenant=request.tenant_id,
             actor=principal,
@@ -368,8 +372,6 @@ def _file(
             reason=request.reason,
             after={"scope": kind, "state": request.state},
         )
-        if request.state == State.ACCEPTED:
-            _accept(request, resolved)
     return request
 
 
@@ -387,7 +389,9 @@ def approve(principal: Principal, public_id: str) -> DeletionRequest:
             request.state = State.ACCEPTED
             request.accepted_at = timezone.now()
             request.save(update_fields=["approved_by", "state", "accepted_at"])
-        _accept(request, resolve_scope(request.tenant_id, request.project, request.scope_kind, request.scope_value))
+            # Inside the block: its audit event (which locks the tenant's audit chain) is written after the
+            # acceptance's row locks (memory.audit_chain).
+            _accept(request, resolve_scope(request.tenant_id, request.project, request.scope_kind, request.scope_value))
     return request
 
 
