@@ -9,12 +9,14 @@ import itertools
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.core.management import call_command
 from django.db import connection, models, transaction
 from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
 
 from memory_admin.accounts.tenancy import tenant_context
 from memory_admin.lib import signing
@@ -277,3 +279,26 @@ def test_the_migration_chains_events_written_before_it(as_db_owner, db):
         report = audit_chain.verify_tenant(tenant.pk)
         assert report.intact and report.events == 5 and report.checkpoints == 1, report.as_dict()
         assert AuditChainHead.objects.get(tenant_id=tenant.pk).events == 5
+
+
+def test_a_quiet_chain_is_signed_after_the_interval_and_by_the_checkpoint_command(agent, moved_deadline, settings):
+    """Every AUDIT_CHECKPOINT_MINUTES: at the first event after the interval, and by `audit checkpoint` (the
+    periodic task's body) for a chain that grew and went quiet."""
+    settings.AUDIT_CHECKPOINT_EVERY = 1000
+    tenant_id = agent.tenant_id
+    points = AuditCheckpoint.objects.filter(tenant_id=tenant_id)
+    first = points.count()
+    assert first == 1  # the tenant's first event was signed
+    out = io.StringIO()
+    call_command("audit", "checkpoint", "--tenant", "acme", stdout=out)
+    assert "Signed 1 checkpoint(s)" in out.getvalue() and points.count() == 2
+    call_command("audit", "checkpoint", stdout=out)  # nothing new since: nothing signed
+    assert points.count() == 2
+    long_ago = timezone.now() - timedelta(minutes=settings.AUDIT_CHECKPOINT_MINUTES + 1)
+    AuditChainHead.objects.filter(tenant_id=tenant_id).update(checkpointed_at=long_ago)
+    audit.record_event(tenant=tenant_id, actor=None, action=audit.Action.TASK_FAILED, object_type="task", object_id="t")
+    assert points.count() == 3
+    last = points.order_by("-event_id").first()
+    assert last is not None and last.event_id == AuditEvent.objects.filter(tenant_id=tenant_id).latest("id").pk
+    code, text = verify("--json")
+    assert code == 0 and '"intact": true' in text and '"checkpoints": 3' in text
