@@ -123,6 +123,14 @@ bench-onboarding: $(STAMP)
 	db_url=$$(bin/ensure-postgres); \
 	DATABASE_URL="$${db_url%/*}/memory_admin_bench_onboarding" $(PY) bench/onboarding.py $(BENCH_ARGS)
 
+# The audit chain's cost: one audited write chained vs unchained, the seal's CPU, bulk writes, and verifying the
+# whole chain (bench/audit_chain.py, docs/security.md "Audit chain").
+.PHONY: bench-audit
+bench-audit: $(STAMP)
+	@set -euo pipefail; \
+	db_url=$$(bin/ensure-postgres); \
+	DATABASE_URL="$${db_url%/*}/memory_admin_bench_audit" $(PY) bench/audit_chain.py $(BENCH_ARGS)
+
 # Answers rendered by their declared serializer fields vs the hand-built rows kept on hot paths, and what lib/rows.py
 # and lib/prepared.py save against Django's own path, CPU only, no database (bench/serializers.py,
 # docs/hand-built-rows.md).

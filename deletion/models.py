@@ -34,6 +34,8 @@ class DeletionRequest(PublicIdModel):
     scope_kind = models.CharField(max_length=12, choices=ScopeKind.choices)
     scope_value = models.JSONField()
     reason = models.TextField()
+    # The scope's values were cut out of the reason as filed (deletion.reasons): the reason kept is the redacted one.
+    reason_redacted = models.BooleanField(default=False)
     due_by = models.DateField(null=True, blank=True)
     state = models.CharField(max_length=20, choices=State.choices)
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")

@@ -26,7 +26,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from deletion import ledger, stores, task_refs, tombstones
+from deletion import ledger, reasons, stores, task_refs, tombstones
 from deletion.models import Backup, DeletionRequest, StoreProgress, Tombstone
 from deletion.stores import PENDING_TARGETS, Scope, job_for, scope_records
 from deletion.stores.records import hides_by_rule, mark_hidden
@@ -345,17 +345,24 @@ def _file(
     awaiting_approval: bool = False,
 ) -> DeletionRequest:
     validation.check_datetimes(due_by=due_by)
+    # The values being erased never stay in the reason, nor in its audit event (deletion.reasons).
+    kept_reason, reason_redacted = reasons.redact(reason.strip(), resolved)
     with transaction.atomic():
         request = DeletionRequest.objects.create(
             tenant_id=principal.tenant_pk,
             project=project,
             scope_kind=kind,
             scope_value=value,
-            reason=reason.strip(),
+            reason=kept_reason,
+            reason_redacted=reason_redacted,
             due_by=due_by,
             requested_by=principal,
             state=State.AWAITING_APPROVAL if awaiting_approval or kind == ScopeKind.PREDICATE else State.ACCEPTED,
         )
+        if request.state == State.ACCEPTED:
+            _accept(request, resolved)
+        # Last: the audit write locks the tenant's audit chain until the commit (memory.audit_chain), so it comes
+        # after the acceptance's row locks, never before them.
         audit.record_event(
             tenant=request.tenant_id,
             actor=principal,
@@ -365,8 +372,6 @@ def _file(
             reason=request.reason,
             after={"scope": kind, "state": request.state},
         )
-        if request.state == State.ACCEPTED:
-            _accept(request, resolved)
     return request
 
 
@@ -384,7 +389,9 @@ def approve(principal: Principal, public_id: str) -> DeletionRequest:
             request.state = State.ACCEPTED
             request.accepted_at = timezone.now()
             request.save(update_fields=["approved_by", "state", "accepted_at"])
-        _accept(request, resolve_scope(request.tenant_id, request.project, request.scope_kind, request.scope_value))
+            # Inside the block: its audit event (which locks the tenant's audit chain) is written after the
+            # acceptance's row locks (memory.audit_chain).
+            _accept(request, resolve_scope(request.tenant_id, request.project, request.scope_kind, request.scope_value))
     return request
 
 
@@ -605,6 +612,7 @@ def report(request: DeletionRequest) -> dict[str, Any]:
         "project_id": request.project.key,
         "scope": {request.scope_kind: request.scope_value},
         "reason": request.reason,
+        "reason_redacted": request.reason_redacted,
         "due_by": request.due_by.isoformat() if request.due_by else None,
         "state": request.state,
         "requested_by": request.requested_by.name,

@@ -224,6 +224,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "memory_admin.memory.tasks.sweep_due_rechecks",
         "schedule": envint("RECHECK_SWEEP_SECONDS", 60),
     },
+    "checkpoint-audit-chains": {
+        "task": "memory_admin.memory.tasks.checkpoint_audit_chains",
+        "schedule": 60.0 * envint("AUDIT_CHECKPOINT_MINUTES", 60, minimum=1),
+    },
 }
 CELERY_TIMEZONE = "UTC"
 # First pause (seconds) before retrying an unreachable canonical source; it doubles each retry.
@@ -305,6 +309,12 @@ VECTOR_ANN_SUB_VECTORS = envint("VECTOR_ANN_SUB_VECTORS", 0, minimum=0)
 FACT_CACHE_SECONDS = envint("FACT_CACHE_SECONDS", 300)
 # A dispute's resolution can be undone (the dispute reopened, the answer before it restored) for this long.
 DISPUTE_UNDO_MINUTES = envint("DISPUTE_UNDO_MINUTES", 10, minimum=0)
+
+# --- Audit chain (memory.audit_chain, docs/security.md "Audit chain") -------------------------------
+# A signed checkpoint of a tenant's audit chain every this many events, and at the first event this many minutes
+# after the last checkpoint (the periodic task `checkpoint-audit-chains` signs the idle tenants' ends).
+AUDIT_CHECKPOINT_EVERY = envint("AUDIT_CHECKPOINT_EVERY", 1000, minimum=1)
+AUDIT_CHECKPOINT_MINUTES = envint("AUDIT_CHECKPOINT_MINUTES", 60, minimum=1)
 
 # --- Deletion -------------------------------------------------------------------------------------
 BACKUP_DIR = Path(envstr("BACKUP_DIR", str(VAR_DIR / "backups")))

@@ -109,7 +109,11 @@ class DeletionReportSerializer(serializers.Serializer):
     id = serializers.CharField()
     project_id = serializers.CharField()
     scope = serializers.JSONField()
-    reason = serializers.CharField(allow_blank=True)
+    reason = serializers.CharField(allow_blank=True, help_text="as kept: the scope's values cut out")
+    reason_redacted = serializers.BooleanField(
+        help_text="true: values of the scope (or e-mail addresses) were found in the reason and replaced by "
+        "[redacted] before it was stored or audited"
+    )
     due_by = serializers.DateField(allow_null=True)
     state = serializers.ChoiceField(choices=DeletionRequest.State.choices)
     requested_by = serializers.CharField()

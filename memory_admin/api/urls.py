@@ -3,9 +3,10 @@ another. The order is the URL order (a more specific prefix first where two coul
 
 from __future__ import annotations
 
+from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from memory_admin.api import derived, tokens
+from memory_admin.api import derived, tokens, trust
 from memory_admin.api import views as memory
 from memory_admin.api.batch import BatchViewSet
 from memory_admin.api.deletion import DeletionRequestViewSet
@@ -38,4 +39,8 @@ router.register(
     r"agents/(?P<agent_id>[A-Za-z0-9_.@\-]+)/invalidations", derived.InvalidationViewSet, basename="invalidation"
 )
 
-urlpatterns = router.urls
+urlpatterns = [
+    path("trust/keys/", trust.TrustKeysView.as_view(), name="trust-keys"),
+    path("audit/verify/", trust.AuditChainView.as_view(), name="audit-verify"),
+    *router.urls,
+]

@@ -298,6 +298,39 @@ def insert_many(objs: Sequence[models.Model]) -> None:
         _saved(obj)
 
 
+def insert_many_then(objs: Sequence[models.Model], statement: str, params: Sequence[Any]) -> int:
+    """`insert_many(objs)` followed by `statement` (an UPDATE without RETURNING), in one round trip on PostgreSQL
+    (a data-modifying WITH), else two statements; returns the largest id inserted (the audit chain writes its
+    events and moves its head this way: memory.audit_chain)."""
+    if not objs:
+        raise ValueError("insert_many_then needs rows to insert")
+    model = type(objs[0])
+    columns, head = _insert_columns(model, False)
+    row = "(" + ", ".join(["%s"] * len(columns.fields)) + ")"
+    values: list[Any] = []
+    for obj in objs:
+        values.extend(_values(obj, columns, True))
+    insert = head + ", ".join([row] * len(objs))
+    pk = _q(cast("models.Field[Any, Any]", model._meta.pk).column)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                f"WITH inserted AS ({insert} RETURNING {pk}) {statement} RETURNING (SELECT {pk} FROM inserted ORDER BY {pk} DESC LIMIT 1)",
+                [*values, *params],
+            )
+            last = cursor.fetchone()
+            if last is None:
+                raise RuntimeError("insert_many_then: the statement after the insert changed no row")
+            last_id = int(last[0])
+        else:
+            cursor.execute(insert, values)
+            last_id = int(cursor.lastrowid)
+            cursor.execute(statement, params)
+    for obj in objs:
+        _saved(obj)
+    return last_id
+
+
 def update(obj: models.Model, names: Iterable[str]) -> None:
     """`obj.save(update_fields=names)` of a saved row: one UPDATE of those columns by id."""
     columns, sql = _update_columns(type(obj), tuple(names))

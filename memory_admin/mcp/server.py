@@ -51,7 +51,8 @@ The governed memory of this organisation. Facts are keyed by project_id, subject
   on a conflict, read again and decide; never overwrite blindly. A "disputed" outcome means no value is current.
 - Pass session_id to recall to be told (pending_notices) when a value you loaded is superseded;
   re-read it, then acknowledge_notice.
-- request_forget only files a request: compliance staff decide, an agent never deletes.
+- request_forget only files a request: compliance staff decide, an agent never deletes. Its reason says why,
+  never what: do not quote the values being forgotten.
 """
 
 
@@ -339,13 +340,22 @@ def build_server() -> MCPServer:
     @server.tool(annotations=WRITE)
     async def request_forget(
         project_id: ProjectId,
-        reason: Annotated[str, Field(description="Why it must be forgotten (kept for the regulator)")],
+        reason: Annotated[
+            str,
+            Field(
+                description="Why it must be forgotten (kept for the regulator). Say why, never what: do not quote "
+                "the values, e-mail addresses or other personal data being forgotten (any found are replaced by "
+                "[redacted] before the reason is kept)"
+            ),
+        ],
         subject_id: Annotated[str | None, Field(description="Forget everything about this subject")] = None,
         memory_ids: Annotated[list[str] | None, Field(description="Or these records")] = None,
     ) -> CallToolResult:
         """File a deletion request for a subject or some records, with the reason (required: it is kept with the
         request for the regulator). Give subject_id or memory_ids. Compliance staff must approve it; nothing is
-        deleted until they do (an agent never deletes on its own)."""
+        deleted until they do (an agent never deletes on its own). The reason says why, not what: never quote the
+        values being forgotten (an e-mail address, a name, a number); the server cuts any it finds out of the
+        reason and says so (reason_redacted)."""
         return await _call(
             "request_forget", project_id=project_id, reason=reason, subject_id=subject_id, memory_ids=memory_ids
         )

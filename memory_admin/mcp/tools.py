@@ -402,13 +402,16 @@ def request_forget(
         "project_id": data["project_id"],
         "scope": scope,
         "state": request.state,
+        "reason": request.reason,
+        "reason_redacted": request.reason_redacted,
         "requested_at": request.accepted_at.isoformat(),
         "next_step": "Compliance staff must approve this request; nothing is deleted until they do. "
         "Until then the memory stays readable; stop using it if it must not be used.",
     }
-    return Answer(
-        payload, f"Deletion request {request.public_id} filed, awaiting compliance approval. Nothing is deleted yet."
-    )
+    said = f"Deletion request {request.public_id} filed, awaiting compliance approval. Nothing is deleted yet."
+    if request.reason_redacted:
+        said += " Values being forgotten were cut out of your reason; next time say why, not what."
+    return Answer(payload, said)
 
 
 # --- the registry -----------------------------------------------------------------------------------------

@@ -12,9 +12,11 @@ from typing import Any, cast
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models, transaction
+from django.utils import timezone
 
 from memory_admin.accounts.models import Principal, Tenant
 from memory_admin.lib import rows
+from memory_admin.memory import audit_chain
 from memory_admin.memory.models import AuditEvent, MemoryRecord
 
 
@@ -212,29 +214,36 @@ class Event:
 
 
 def record_events(events: list[Event], *, tenant: Tenant | int, at: datetime) -> None:
-    """Write several events of one change in a single INSERT (rows.insert_many: bulk_create's statement, its SQL
-    not compiled anew on every write)."""
+    """Write several events of one change, chained in order (memory.audit_chain), in a single INSERT that also
+    moves the tenant's chain head (lib.rows.insert_many_then: one round trip on PostgreSQL)."""
+    if not events:
+        return
     tenant_id = tenant if isinstance(tenant, int) else tenant.pk
-    rows.insert_many(
-        [
-            rows.build(
-                AuditEvent,
-                {
-                    "tenant_id": tenant_id,
-                    "at": at,
-                    "actor": e.actor,
-                    "actor_name": (e.actor.name or e.actor.username) if e.actor else "system",
-                    "action": e.action,
-                    "object_type": e.object_type,
-                    "object_id": e.object_id,
-                    "before": e.before,
-                    "after": e.after,
-                    "reason": e.reason,
-                },
-            )
-            for e in events
-        ]
-    )
+    with audit_chain.appending():
+        head = audit_chain.lock_head(tenant_id)
+        objs = [rows.build(AuditEvent, _sealed(head, tenant_id, at, e)) for e in events]
+        last_id = rows.insert_many_then(objs, *audit_chain.head_update(head))
+        audit_chain.after_append(head, last_id)
+
+
+def _sealed(head: audit_chain.Head, tenant_id: int, at: datetime, e: Event) -> dict[str, Any]:
+    values = {
+        "tenant_id": tenant_id,
+        "at": at,
+        "actor_id": e.actor.pk if e.actor else None,
+        "actor_name": (e.actor.name or e.actor.username) if e.actor else "system",
+        "action": e.action,
+        "object_type": e.object_type,
+        "object_id": e.object_id,
+        "before": e.before,
+        "after": e.after,
+        "reason": e.reason,
+    }
+    audit_chain.seal(head, values)
+    if e.actor is not None:
+        del values["actor_id"]
+        values["actor"] = e.actor  # cached on the instance, as before
+    return values
 
 
 def record_event(
@@ -249,22 +258,17 @@ def record_event(
     reason: str = "",
     at: datetime | None = None,
 ) -> AuditEvent:
-    kwargs: dict[str, Any] = {}
-    if at is not None:
-        kwargs["at"] = at
-    tenant_kw = {"tenant_id": tenant} if isinstance(tenant, int) else {"tenant": tenant}
-    return AuditEvent.objects.create(
-        **tenant_kw,
-        actor=actor,
-        actor_name=actor.name or actor.username if actor else "system",
-        action=action,
-        object_type=object_type,
-        object_id=object_id,
-        before=before,
-        after=after,
-        reason=reason,
-        **kwargs,
-    )
+    """Write one event, chained after the tenant's last (memory.audit_chain); the saved event."""
+    tenant_id = tenant if isinstance(tenant, int) else tenant.pk
+    event = Event(actor, action, object_type, object_id, before, after, reason)
+    with audit_chain.appending():
+        head = audit_chain.lock_head(tenant_id)
+        obj = rows.build(AuditEvent, _sealed(head, tenant_id, timezone.now() if at is None else at, event))
+        obj.pk = rows.insert_many_then([obj], *audit_chain.head_update(head))
+        if not isinstance(tenant, int):
+            AuditEvent.tenant.field.set_cached_value(obj, tenant)
+        audit_chain.after_append(head, obj.pk)
+    return obj
 
 
 @contextmanager

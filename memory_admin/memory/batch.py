@@ -42,7 +42,7 @@ from django.utils import timezone
 
 from memory_admin.accounts.models import Principal, Tenant
 from memory_admin.lib import rows
-from memory_admin.memory import audit, hooks, stats
+from memory_admin.memory import audit, audit_chain, hooks, stats
 from memory_admin.memory.actions import (
     Assertion,
     AssertResult,
@@ -552,29 +552,41 @@ def _update_rows(records: list[MemoryRecord], names: list[str]) -> None:
 
 def _record_events(events: list[audit.Event], tenant_id: int, at: datetime) -> None:
     """`audit.record_events` for a batch's events: on PostgreSQL one `INSERT ... SELECT FROM unnest(...)` of the
-    same columns (actor name as record_events gives it), elsewhere record_events itself."""
-    if connection.vendor != "postgresql":
+    same columns (actor name as record_events gives it, each event chained in order: memory.audit_chain), then
+    the chain head's UPDATE; elsewhere record_events itself."""
+    if connection.vendor != "postgresql" or not events:
         audit.record_events(events, tenant=tenant_id, at=at)
         return
     actor_names = {}
     for e in events:
         if e.actor is not None and e.actor.pk not in actor_names:
             actor_names[e.actor.pk] = e.actor.name or e.actor.username
-    rows.insert_columns(
-        AuditEvent,
-        {
-            "tenant_id": [tenant_id] * len(events),
-            "at": [at] * len(events),
-            "actor_id": [e.actor.pk if e.actor is not None else None for e in events],
-            "actor_name": [actor_names[e.actor.pk] if e.actor is not None else "system" for e in events],
-            "action": [str(e.action) for e in events],
-            "object_type": [e.object_type for e in events],
-            "object_id": [e.object_id for e in events],
-            "before": [e.before for e in events],
-            "after": [e.after for e in events],
-            "reason": [e.reason for e in events],
-        },
-    )
+    head = audit_chain.lock_head(tenant_id)
+    sealed = []
+    for e in events:
+        values = {
+            "at": at,
+            "actor_id": e.actor.pk if e.actor is not None else None,
+            "actor_name": actor_names[e.actor.pk] if e.actor is not None else "system",
+            "action": str(e.action),
+            "object_type": e.object_type,
+            "object_id": e.object_id,
+            "before": e.before,
+            "after": e.after,
+            "reason": e.reason,
+        }
+        audit_chain.seal(head, values)
+        sealed.append(values)
+    columns: dict[str, list[Any]] = {"tenant_id": [tenant_id] * len(events)}
+    for name in sealed[0]:
+        columns[name] = [values[name] for values in sealed]
+    # The rows get their ids in the arrays' order (ROWS FROM unnest), which is the chain's order.
+    rows.insert_columns(AuditEvent, columns)
+    audit_chain.store_head(head)
+    if audit_chain.checkpoint_due(head, timezone.now()):
+        last = AuditEvent.objects.filter(tenant_id=tenant_id).order_by("-id").values_list("id", flat=True).first()
+        assert last is not None
+        audit_chain.after_append(head, last)
 
 
 def _report_refusals(principal: Principal, refused: list[DomainError]) -> None:

@@ -525,8 +525,15 @@ class AuditQuerySet(models.QuerySet["AuditEvent"]):
         """The one change the audit log allows: a deletion blanks the snapshots (and reasons) of the
         deleted objects. Who did what to which object, and when, stays."""
         events = self.filter(tenant_id=tenant_id, object_id__in=rows.among(object_ids), redacted_at__isnull=True)
+        # The chain keeps the commitments (memory.audit_chain); the nonce goes with the values, so a redacted
+        # value cannot be confirmed by guessing it either.
         return models.QuerySet.update(
-            events, before={"redacted": marker}, after={"redacted": marker}, reason=marker, redacted_at=timezone.now()
+            events,
+            before={"redacted": marker},
+            after={"redacted": marker},
+            reason=marker,
+            nonce="",
+            redacted_at=timezone.now(),
         )
 
     def delete(self) -> tuple[int, dict[str, int]]:
@@ -551,6 +558,16 @@ class AuditEvent(models.Model):
     after = models.JSONField(null=True, blank=True)
     reason = models.TextField(blank=True)
     redacted_at = models.DateTimeField(null=True, blank=True)
+    # The tenant's hash chain (memory.audit_chain, docs/security.md "Audit chain"): `hash` covers the event's
+    # who/what/when, the commitments to its before, after and reason, and `prev_hash` (the tenant's previous
+    # event's hash). A commitment is HMAC-SHA256 keyed by `nonce` (random per event) over the value's canonical
+    # JSON; a redaction removes the values and the nonce and keeps the commitments, so the chain still verifies.
+    prev_hash = models.CharField(max_length=64, blank=True, default="")
+    hash = models.CharField(max_length=64, blank=True, default="")
+    nonce = models.CharField(max_length=32, blank=True, default="")
+    before_commitment = models.CharField(max_length=64, blank=True, default="")
+    after_commitment = models.CharField(max_length=64, blank=True, default="")
+    reason_commitment = models.CharField(max_length=64, blank=True, default="")
 
     objects = AuditQuerySet.as_manager()
 
@@ -577,6 +594,42 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M} {self.actor_name} {self.action} {self.object_id}"
+
+
+class AuditChainHead(models.Model):
+    """The end of a tenant's audit chain: its last hash and how many events it holds. Appends lock this row
+    (SELECT ... FOR UPDATE on PostgreSQL), so concurrent writers of one tenant never fork the chain."""
+
+    tenant = models.OneToOneField(Tenant, on_delete=models.PROTECT, primary_key=True, related_name="+")
+    last_hash = models.CharField(max_length=64, blank=True, default="")
+    events = models.BigIntegerField(default=0)
+    # The last signed checkpoint: how many events it covered and when it was signed.
+    checkpointed_events = models.BigIntegerField(default=0)
+    checkpointed_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"audit chain of tenant {self.tenant_id}: {self.events} events"
+
+
+class AuditCheckpoint(models.Model):
+    """A signed statement "the tenant's audit chain had `events` events, ending in `event_id` with `event_hash`,
+    at `at`" (lib.signing, Ed25519). Written every AUDIT_CHECKPOINT_EVERY events or AUDIT_CHECKPOINT_MINUTES;
+    an owner who rewrites the chain consistently cannot re-sign it without the signing key."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+", db_index=False)
+    event_id = models.BigIntegerField()
+    event_hash = models.CharField(max_length=64)
+    events = models.BigIntegerField()
+    at = models.DateTimeField()
+    algorithm = models.CharField(max_length=16)
+    key_id = models.CharField(max_length=64)
+    signature = models.CharField(max_length=128)
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "event_id"], name="audit_checkpoint_tenant_event")]
+
+    def __str__(self) -> str:
+        return f"checkpoint of tenant {self.tenant_id} at event {self.event_id}"
 
 
 class RecheckAttempt(models.Model):

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory_admin.accounts.tenancy import for_each_tenant, tenant_context
-from memory_admin.memory import actions, rechecks, task_failures
+from memory_admin.memory import actions, audit_chain, rechecks, task_failures
 from memory_admin.memory.models import MemoryRecord, RecheckAttempt
 
 # A source that cannot be reached is retried this many times with growing pauses, then left for
@@ -38,6 +38,15 @@ def sweep_due_rechecks(limit: int = 500) -> int:
             transaction.on_commit(partial(_send_rechecks, tenant_id, ids))
         claimed += len(ids)
     return claimed
+
+
+@shared_task
+def checkpoint_audit_chains() -> int:
+    """Beat task, every AUDIT_CHECKPOINT_MINUTES: sign a checkpoint at the end of each tenant's audit chain that
+    grew since its last one (a busy chain is also signed every AUDIT_CHECKPOINT_EVERY events as it is written)."""
+    return sum(
+        audit_chain.checkpoint_now(tenant_id) is not None for tenant_id in for_each_tenant("checkpoint_audit_chains")
+    )
 
 
 def _send_rechecks(tenant_id: int, record_ids: list[int]) -> None:

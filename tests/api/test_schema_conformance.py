@@ -351,6 +351,10 @@ def test_every_endpoint_answers_in_the_shape_its_schema_describes(
     call("owner", "get", "/tokens/", 200)
     call("owner", "post", "/tokens/{token_id}/revoke/", 200, {"reason": "rotated"}, token_id=issued["id"])
 
+    # Trust (issue 35): the verifying keys (public) and the tenant's audit chain verified now.
+    assert call("agent", "get", "/trust/keys/", 200)["keys"]
+    assert call("compliance", "get", "/audit/verify/", 200)["intact"] is True
+
     missing = call.conformance.operations() - call.conformance.exercised
     assert not missing, f"operations never exercised: {sorted(missing)}"
 

@@ -10,6 +10,7 @@ from deletion.models import DeletionRequest
 from memory_admin.derived.exports import export_project
 from memory_admin.memory.actions import assert_fact
 from tests.support import DEADLINE, at, deadline
+from tests.support.ux_checks import assert_reads_as_people
 
 SUBJECT = DEADLINE["subject_id"]
 FORM = {"project_id": "project-a", "scope_kind": "subject_id", "scope_value": SUBJECT, "reason": "Data subject request"}
@@ -87,3 +88,22 @@ def test_exports_are_listed_downloaded_and_withheld_during_a_deletion(owner, com
     filer = signed_in(compliance)
     filer.post("/deletions/new/", confirmed(filer))
     assert client.get(f"/exports/{export.pk}/download/").status_code == 403  # withheld until rewritten
+
+
+def test_a_reason_quoting_the_value_is_kept_redacted_and_the_page_says_so(compliance, agent):
+    """Issue 35, item 5, through the page: the value quoted in the reason is cut out before it is kept."""
+    assert_fact(agent, deadline("erin@example.com", "r18", at(10, 22)))
+    client = signed_in(compliance)
+    form = {**FORM, "reason": "Erin asked us to erase erin@example.com"}
+    preview = client.post("/deletions/new/", form)
+    filed = client.post(
+        "/deletions/new/", {**form, "confirm": "yes", "preview_id": preview.context["preview_id"]}, follow=True
+    )
+    assert filed.status_code == 200
+    request = DeletionRequest.objects.get()
+    assert request.reason == "Erin asked us to erase [redacted]" and request.reason_redacted
+    page = filed.content.decode()
+    assert "replaced by [redacted]" in page and "erin@example.com" not in page
+    said = [str(m) for m in filed.context["messages"]]
+    assert any("replaced by [redacted]" in m for m in said)
+    assert_reads_as_people("".join(f"<p>{m}</p>" for m in said), page="the filing's messages")

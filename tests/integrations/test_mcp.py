@@ -243,6 +243,46 @@ def test_request_forget_files_a_request_that_waits_for_compliance(
     assert approved.state == DeletionRequest.State.ACCEPTED and approved.requested_by == agent
 
 
+def test_request_forget_cuts_the_values_being_forgotten_out_of_the_reason(
+    live_server, agent, agent_token, moved_deadline
+):
+    """An agent that quotes the value it asks to forget (issue 35, item 5): the reason is kept and audited without
+    it, the answer says so, and the tool's description told it not to."""
+    assert_fact(
+        agent,
+        deadline(
+            {"contact": "Alice <alice@example.com>"}, "r19", moved_deadline[1].record.valid_from, expected_revision=2
+        ),
+    )
+
+    async def session() -> tuple[Any, Any]:
+        async with over_http(live_server.url, agent_token) as client:
+            tools = await client.list_tools()
+            filed = await client.call_tool(
+                "request_forget",
+                {
+                    "project_id": "project-a",
+                    "subject_id": DEADLINE["subject_id"],
+                    "reason": "forget ALICE@example.com, deadline was 2026-10-30T17:00+09:00",
+                },
+            )
+            return tools, filed
+
+    tools, filed = run(session)
+    described = next(t for t in tools.tools if t.name == "request_forget")
+    assert "never quote the values" in " ".join((described.description or "").split())
+    assert "do not quote" in json.dumps(described.input_schema)
+    assert not filed.is_error
+    answer = data(filed)
+    assert answer["reason_redacted"] is True
+    assert answer["reason"] == "forget [redacted], deadline was [redacted]"
+    assert "cut out of your reason" in summary(filed)
+    stored = DeletionRequest.objects.get(public_id=answer["id"])
+    assert stored.reason == answer["reason"] and stored.reason_redacted
+    event = AuditEvent.objects.get(object_id=stored.public_id, action=Action.DELETION_REQUESTED)
+    assert "alice" not in event.reason.lower() and "2026-10-30" not in event.reason
+
+
 def test_an_agent_cannot_ask_to_forget_a_whole_predicate(live_server, agent_token, moved_deadline):
     async def session() -> Any:
         async with over_http(live_server.url, agent_token) as client:

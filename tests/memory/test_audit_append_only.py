@@ -42,3 +42,23 @@ def test_postgres_refuses_sql_updates_and_deletes_of_audit_events(moved_deadline
         with pytest.raises(DatabaseError, match="immutable"), transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(sql, [event.pk])
     assert AuditEvent.objects.get(pk=event.pk).reason == event.reason
+
+
+@pytest.mark.postgres_only(reason="the trigger's redaction rule (migration 0017): only PostgreSQL has the trigger")
+def test_a_redaction_in_sql_must_keep_the_chain_columns(moved_deadline):
+    """A deletion's redaction may blank the values and clear the nonce; it may not touch the chain's columns, so the
+    app cannot pass a rewrite off as a redaction."""
+    event = AuditEvent.objects.first()
+    assert event is not None
+    for change in ("hash = 'f'", "prev_hash = ''", "before_commitment = ''", "nonce = 'abcd'"):
+        with pytest.raises(DatabaseError, match="immutable"), transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE memory_auditevent SET reason = 'x', redacted_at = now(), {change} WHERE id = %s", [event.pk]
+            )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE memory_auditevent SET reason = 'x', before = NULL, nonce = '', redacted_at = now() WHERE id = %s",
+            [event.pk],
+        )
+    kept = AuditEvent.objects.get(pk=event.pk)
+    assert kept.reason == "x" and kept.nonce == "" and kept.hash == event.hash

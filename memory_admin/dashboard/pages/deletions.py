@@ -241,6 +241,11 @@ def _file_previewed(request: HttpRequest, form: DeletionForm) -> HttpResponse:
         due_by=data["due_by"],
     )
     messages.success(request, f"Deletion filed for {scope_words(filed)}; its progress is below.")
+    if filed.reason_redacted:
+        messages.info(
+            request,
+            "The reason quoted values being deleted; they were replaced by [redacted] before it was kept.",
+        )
     if drift.changed:
         messages.warning(
             request,
