@@ -8,6 +8,7 @@ exception (500), a SuspiciousOperation (400), and characters in a URL that no fi
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Iterable
 
 from django.conf import settings
@@ -16,6 +17,8 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadReque
 from django.template import loader
 from django.urls import Resolver404
 from django.views import defaults
+
+from memory_admin.lib import outages
 
 API_PREFIX = "/api/"
 
@@ -180,7 +183,23 @@ def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
-    # Nothing about the failure reaches the client; it is logged by django.request.
+    # Nothing about the failure reaches the client; it is logged by django.request. Django calls this handler
+    # while handling the exception, so it is at hand: a dependency that is down (lib.outages) is a 503 with
+    # Retry-After, which clients retry, not a 500.
+    if outages.unavailable(sys.exc_info()[1]) is not None:
+        return service_unavailable(request)
     if is_api(request):
         return api_error("server_error", "The server failed to handle this request.", 500)
     return defaults.server_error(request)
+
+
+def service_unavailable(request: HttpRequest) -> HttpResponse:
+    """503 with Retry-After: the cache server or the database cannot be reached right now."""
+    detail = "A service this server depends on is unavailable for a moment; try again shortly."
+    response: HttpResponse
+    if is_api(request) or request.path_info.startswith("/mcp"):
+        response = api_error("service_unavailable", detail, 503)
+    else:
+        response = HttpResponse(loader.render_to_string("503.html"), status=503)
+    response["Retry-After"] = str(outages.RETRY_AFTER_SECONDS)
+    return response
