@@ -8,7 +8,6 @@ exception (500), a SuspiciousOperation (400), and characters in a URL that no fi
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Callable, Iterable
 
 from django.conf import settings
@@ -17,8 +16,6 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadReque
 from django.template import loader
 from django.urls import Resolver404
 from django.views import defaults
-
-from memory_admin.lib import outages
 
 API_PREFIX = "/api/"
 
@@ -183,17 +180,14 @@ def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
-    # Nothing about the failure reaches the client; it is logged by django.request. Django calls this handler
-    # while handling the exception, so it is at hand: a dependency that is down (lib.outages) is a 503 with
-    # Retry-After, which clients retry, not a 500.
-    if outages.unavailable(sys.exc_info()[1]) is not None:
-        return service_unavailable(request)
+    # Nothing about the failure reaches the client; it is logged by django.request. (A dependency that is down
+    # is answered by service_unavailable instead: memory_admin.urls.server_error.)
     if is_api(request):
         return api_error("server_error", "The server failed to handle this request.", 500)
     return defaults.server_error(request)
 
 
-def service_unavailable(request: HttpRequest) -> HttpResponse:
+def service_unavailable(request: HttpRequest, retry_after: int) -> HttpResponse:
     """503 with Retry-After: the cache server or the database cannot be reached right now."""
     detail = "A service this server depends on is unavailable for a moment; try again shortly."
     response: HttpResponse
@@ -201,5 +195,5 @@ def service_unavailable(request: HttpRequest) -> HttpResponse:
         response = api_error("service_unavailable", detail, 503)
     else:
         response = HttpResponse(loader.render_to_string("503.html"), status=503)
-    response["Retry-After"] = str(outages.RETRY_AFTER_SECONDS)
+    response["Retry-After"] = str(retry_after)
     return response

@@ -20,10 +20,10 @@ from rest_framework.test import APIClient
 
 from memory_admin.accounts.models import Principal
 from memory_admin.accounts.services import issue_token
-from memory_admin.http_errors import server_error
 from memory_admin.lib import outages
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.models import MemoryRecord
+from memory_admin.urls import server_error
 from tests.support import DEADLINE, at, body, deadline
 from tests.support.redis_server import RedisServer, redis_server
 
@@ -48,7 +48,8 @@ def redis_cache(settings: Any) -> Iterator[RedisServer]:
 
 
 def _limits(settings: Any, **rates: str) -> None:
-    base = {scope: HIGH for scope in django_settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]}  # type: ignore[index]
+    rates_now = dict(django_settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"])  # type: ignore[call-overload]
+    base = {scope: HIGH for scope in rates_now}
     settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {**base, **rates}}
 
 
