@@ -25,7 +25,7 @@ from typing import Any
 
 from celery import shared_task
 from django.conf import settings
-from django.db import close_old_connections, connection, transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -108,16 +108,23 @@ def _lease_kept(progress_id: int, *, eager: bool) -> Iterator[None]:
         thread.join()
 
 
+def _drop_if_broken() -> None:
+    """Close this thread's connection if it failed and no longer answers; the next query opens a new one. Not
+    inside a transaction (a task run eagerly in its caller's): that one is the caller's to end."""
+    if not connection.in_atomic_block:
+        connection.close_if_unusable_or_obsolete()
+
+
 def _write_back(progress_id: int, **fields: Any) -> bool:
     """Write a store's outcome, reconnecting when the database connection was lost (tries for about half a
     minute); False if the database never answered (the lease then runs out and the resume sweep takes over)."""
-    for pause in WRITE_BACK_PAUSES:
+    for attempt, pause in enumerate(WRITE_BACK_PAUSES):
         time.sleep(pause)
-        close_old_connections()  # drops a connection that failed; the next query opens a new one
+        if attempt or connection.errors_occurred:
+            _drop_if_broken()
         try:
             StoreProgress.objects.filter(pk=progress_id).update(**fields)
         except outages.DATABASE_ERRORS:
-            connection.close()
             continue
         return True
     return False
@@ -195,7 +202,7 @@ def purge_store(self: Any, progress_id: int) -> str:
     try:
         finish_if_verified(progress.request_id)
     except outages.DATABASE_ERRORS as exc:
-        close_old_connections()
+        _drop_if_broken()
         raise self.retry(countdown=1, exc=exc) from None  # the retry finds the store verified and finishes
     return str(state)
 
