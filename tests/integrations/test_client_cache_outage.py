@@ -17,7 +17,11 @@ from tests.support.client import Personas
 from tests.support.redis_server import RedisServer, redis_server
 
 pytestmark = pytest.mark.django_db(transaction=True)
-FACT = {"project_id": "project-a", "subject_id": "task-proposal-017", "predicate": "submission_deadline"}
+FACT: dict[str, Any] = {
+    "project_id": "project-a",
+    "subject_id": "task-proposal-017",
+    "predicate": "submission_deadline",
+}
 
 
 @pytest.fixture
