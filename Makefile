@@ -16,7 +16,7 @@ TEST_VAR ?= $(CURDIR)/var/test$(if $(LAYER),-$(LAYER))
 # subfolder, Celery queue and cache key prefix (tests/support/workers.py). TEST_WORKERS=0 runs in this one process.
 TEST_WORKERS ?= 2
 
-.PHONY: run test test-prepared test-sqlite smoke deploy-check lint bench bench-stores bench-load bench-mcp bench-onboarding bench-integrations install clean
+.PHONY: run test test-prepared test-sqlite smoke deploy-check lint bench bench-stores bench-load bench-mcp bench-onboarding bench-stale-stats bench-integrations install clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@test -x $(PY) || "$$(bin/find-python)" -m venv $(VENV)
@@ -130,6 +130,13 @@ bench-audit: $(STAMP)
 	@set -euo pipefail; \
 	db_url=$$(bin/ensure-postgres); \
 	DATABASE_URL="$${db_url%/*}/memory_admin_bench_audit" $(PY) bench/audit_chain.py $(BENCH_ARGS)
+
+# A read by memory_id for a tenant that has just imported into a large table, before and after the product's
+# refresh of the planner's statistics (bench/stale_statistics.py; issue 36, item 4).
+bench-stale-stats: $(STAMP)
+	@set -euo pipefail; \
+	db_url=$$(bin/ensure-postgres); \
+	DATABASE_URL="$${db_url%/*}/memory_admin_bench_stats" $(PY) bench/stale_statistics.py $(BENCH_ARGS)
 
 # Answers rendered by their declared serializer fields vs the hand-built rows kept on hot paths, and what lib/rows.py
 # and lib/prepared.py save against Django's own path, CPU only, no database (bench/serializers.py,

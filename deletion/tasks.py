@@ -1,19 +1,31 @@
 """Celery tasks that carry a deletion across the stores. State lives in the database; tasks take ids.
 
 acks_late and reject-on-worker-lost are set globally, so a worker killed mid-purge leaves its message
-to be redelivered; a lease keeps two workers off one store row; adapters are idempotent; a failure in
-one store never stops the others; the reconciler requeues rows whose lease expired.
+to be redelivered (by Redis after its visibility timeout); a lease keeps two workers off one store row; adapters
+are idempotent; a failure in one store never stops the others; the reconciler requeues rows that wait or failed.
+
+Faults (docs/operations.md "Faults"):
+- A worker killed mid-purge: its lease is short (DELETION_LEASE_SECONDS) and renewed by a heartbeat thread while
+  the store's work runs, so it runs out soon after the worker dies; the resume sweep (`resume_abandoned_stores`,
+  every DELETION_RESUME_SECONDS) sends such a store to a live worker, without waiting for the broker to hand
+  the dead worker's message out again.
+- The database connection lost mid-store (a PostgreSQL restart): the failure is written back once a new
+  connection answers (`_write_back`), and the store retried at once, not left `running` until its lease ends.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
 from celery import shared_task
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -21,10 +33,16 @@ from deletion import stores
 from deletion.models import DeletionRequest, StoreProgress
 from deletion.service import find_pending, finish_if_verified
 from deletion.stores import job_for
-from memory_admin.accounts.tenancy import for_each_tenant
+from memory_admin.accounts.tenancy import current_tenant_id, for_each_tenant, tenant_context
+from memory_admin.lib import outages
 from memory_admin.memory import audit, task_failures
 
+log = logging.getLogger(__name__)
+
 MAX_ATTEMPTS = 8
+# Pauses (seconds) before each try to write a store's failure back after the database connection was lost:
+# about half a minute in all, the time a PostgreSQL restart takes.
+WRITE_BACK_PAUSES = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0)
 OPEN = (StoreProgress.State.PENDING, StoreProgress.State.FAILED, StoreProgress.State.WAITING)
 
 
@@ -53,33 +71,111 @@ def _claim(progress_id: int) -> bool:
     return claimed == 1
 
 
+@contextmanager
+def _lease_kept(progress_id: int, *, eager: bool) -> Iterator[None]:
+    """Renew the store's lease every third of DELETION_LEASE_SECONDS while the block runs (a heartbeat thread
+    with its own database connection, acting for the task's tenant), so a live worker keeps its store however
+    long the purge takes and a dead one loses it within one lease. Not for a task run eagerly: it runs inside
+    its caller (maybe in the caller's transaction, whose row lock the heartbeat would wait for), and no worker
+    of its own can die."""
+    if eager:
+        yield
+        return
+    lease = settings.DELETION_LEASE_SECONDS
+    tenant_id = current_tenant_id()
+    done = threading.Event()
+
+    def beat() -> None:
+        try:
+            with tenant_context(tenant_id):
+                while not done.wait(lease / 3):
+                    try:
+                        StoreProgress.objects.filter(pk=progress_id, state=StoreProgress.State.RUNNING).update(
+                            lease_until=timezone.now() + timedelta(seconds=lease)
+                        )
+                    except outages.DATABASE_ERRORS as exc:  # the database is away: try again at the next beat
+                        log.warning("deletion lease not renewed (%s)", type(exc).__name__)
+                        connection.close()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=beat, name=f"lease-{progress_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def _drop_if_broken() -> None:
+    """Close this thread's connection if it failed and no longer answers; the next query opens a new one. Not
+    inside a transaction (a task run eagerly in its caller's): that one is the caller's to end."""
+    if not connection.in_atomic_block:
+        connection.close_if_unusable_or_obsolete()
+
+
+def _write_back(progress_id: int, **fields: Any) -> bool:
+    """Write a store's outcome, reconnecting when the database connection was lost (tries for about half a
+    minute); False if the database never answered (the lease then runs out and the resume sweep takes over)."""
+    for attempt, pause in enumerate(WRITE_BACK_PAUSES):
+        time.sleep(pause)
+        if attempt or connection.errors_occurred:
+            _drop_if_broken()
+        try:
+            StoreProgress.objects.filter(pk=progress_id).update(**fields)
+        except outages.DATABASE_ERRORS:
+            continue
+        return True
+    return False
+
+
+def _purge_and_verify(progress: StoreProgress) -> tuple[int, Any, Any]:
+    request = progress.request
+    store = stores.get(progress.store)
+    if find_pending(request.pk):
+        progress.refresh_from_db(fields=["targets", "found", "evidence"])
+    job = job_for(progress)
+    purged = store.purge(job)
+    drill_store = settings.DELETION_DRILL_STORE
+    if settings.DELETION_DRILL_PAUSE_SECONDS and drill_store in ("", progress.store):
+        time.sleep(settings.DELETION_DRILL_PAUSE_SECONDS)  # fault drills: a window to kill the worker mid-purge
+    return purged, job, store.verify(job)
+
+
 @shared_task(bind=True, max_retries=MAX_ATTEMPTS)
 def purge_store(self: Any, progress_id: int) -> str:
     """Purge one store of one request, then read the store again to verify; set the stages only when
     every store is verified. The first to start finds the targets of every store that waited for the purge
     (`find_pending`), before any store purges."""
     if not _claim(progress_id):
+        # A retry after the store was verified but before the request's stages were set (the connection was
+        # lost in between) sets them now.
+        request_id = StoreProgress.objects.filter(pk=progress_id, state=StoreProgress.State.VERIFIED).values_list(
+            "request_id", flat=True
+        )
+        for verified_request in request_id:
+            finish_if_verified(verified_request)
         return "not claimed"
-    progress = StoreProgress.objects.select_related("request", "request__project").get(pk=progress_id)
-    request = progress.request
-    DeletionRequest.objects.filter(pk=request.pk, state=DeletionRequest.State.ACCEPTED).update(
-        state=DeletionRequest.State.PURGING
-    )
-    store = stores.get(progress.store)
     try:
-        if find_pending(request.pk):
-            progress.refresh_from_db(fields=["targets", "found", "evidence"])
-        job = job_for(progress)
-        purged = store.purge(job)
-        if settings.DELETION_DRILL_PAUSE_SECONDS:  # fault drills: a window to kill the worker mid-purge
-            time.sleep(settings.DELETION_DRILL_PAUSE_SECONDS)
-        verification = store.verify(job)
+        with _lease_kept(progress_id, eager=bool(self.request.is_eager)):
+            progress = StoreProgress.objects.select_related("request", "request__project").get(pk=progress_id)
+            DeletionRequest.objects.filter(pk=progress.request_id, state=DeletionRequest.State.ACCEPTED).update(
+                state=DeletionRequest.State.PURGING
+            )
+            purged, job, verification = _purge_and_verify(progress)
     except Exception as exc:
-        StoreProgress.objects.filter(pk=progress_id).update(
-            state=StoreProgress.State.FAILED, last_error=f"{type(exc).__name__}: {exc}"[:2000], lease_until=None
+        lost = outages.unavailable(exc) == "database"
+        _write_back(
+            progress_id,
+            state=StoreProgress.State.FAILED,
+            last_error=f"{type(exc).__name__}: {exc}"[:2000],
+            lease_until=None,
         )
         if self.request.retries < self.max_retries:
-            raise self.retry(countdown=min(2 ** (self.request.retries + 1), 300), exc=exc) from None
+            # A lost connection is retried at once (the database answered the write-back); other failures back off.
+            countdown = 1 if lost else min(2 ** (self.request.retries + 1), 300)
+            raise self.retry(countdown=countdown, exc=exc) from None
         return "failed"
     now = timezone.now()
     evidence = {**job.evidence, **verification.evidence}  # what the purge added, then the verification
@@ -89,7 +185,8 @@ def purge_store(self: Any, progress_id: int) -> str:
         state, error = StoreProgress.State.WAITING, ""
     else:
         state, error = StoreProgress.State.FAILED, f"Verification found {verification.remaining} remaining."
-    StoreProgress.objects.filter(pk=progress_id).update(
+    written = _write_back(
+        progress_id,
         state=state,
         purged=F("purged") + purged,
         remaining=verification.remaining,
@@ -98,10 +195,34 @@ def purge_store(self: Any, progress_id: int) -> str:
         evidence=evidence,
         verified_at=now if state == StoreProgress.State.VERIFIED else None,
     )
+    if not written and self.request.retries < self.max_retries:
+        raise self.retry(countdown=1)  # purging again is idempotent; the lease has run out by the next try
     if state == StoreProgress.State.FAILED and self.request.retries < self.max_retries:
         raise self.retry(countdown=min(2 ** (self.request.retries + 1), 300))
-    finish_if_verified(request.pk)
+    try:
+        finish_if_verified(progress.request_id)
+    except outages.DATABASE_ERRORS as exc:
+        _drop_if_broken()
+        raise self.retry(countdown=1, exc=exc) from None  # the retry finds the store verified and finishes
     return str(state)
+
+
+@shared_task
+def resume_abandoned_stores() -> int:
+    """Beat task (every DELETION_RESUME_SECONDS): send each store whose worker's lease ran out (a worker
+    that died mid-purge stops renewing it) to a live worker. Cheap: one indexed read per tenant."""
+    now = timezone.now()
+    resumed = 0
+    for _ in for_each_tenant("resume_abandoned_stores"):
+        ids = list(
+            StoreProgress.objects.filter(state=StoreProgress.State.RUNNING, lease_until__lt=now).values_list(
+                "id", flat=True
+            )[:500]
+        )
+        for progress_id in ids:
+            purge_store.delay(progress_id)
+        resumed += len(ids)
+    return resumed
 
 
 @shared_task

@@ -180,7 +180,20 @@ def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
-    # Nothing about the failure reaches the client; it is logged by django.request.
+    # Nothing about the failure reaches the client; it is logged by django.request. (A dependency that is down
+    # is answered by service_unavailable instead: memory_admin.urls.server_error.)
     if is_api(request):
         return api_error("server_error", "The server failed to handle this request.", 500)
     return defaults.server_error(request)
+
+
+def service_unavailable(request: HttpRequest, retry_after: int) -> HttpResponse:
+    """503 with Retry-After: the cache server or the database cannot be reached right now."""
+    detail = "A service this server depends on is unavailable for a moment; try again shortly."
+    response: HttpResponse
+    if is_api(request) or request.path_info.startswith("/mcp"):
+        response = api_error("service_unavailable", detail, 503)
+    else:
+        response = HttpResponse(loader.render_to_string("503.html"), status=503)
+    response["Retry-After"] = str(retry_after)
+    return response

@@ -168,10 +168,20 @@ BACKUP_DATABASE_PASSWORD = envstr("BACKUP_DATABASE_PASSWORD", "")
 
 
 # --- Cache ------------------------------------------------------------------------------------
+CACHE_SOCKET_TIMEOUT_MS = envint("CACHE_SOCKET_TIMEOUT_MS", 500, minimum=1)
+
+
 def _cache_from_url(url: str) -> dict[str, object]:
     parsed = urlparse(url)
     if parsed.scheme in {"redis", "rediss"}:
-        return {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": url}
+        # A cache server that is down or hung costs a request at most this long per call, then the product
+        # degrades (lib/outages.py: throttles fail open, cached answers miss) instead of waiting.
+        timeout = CACHE_SOCKET_TIMEOUT_MS / 1000
+        return {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": url,
+            "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": timeout, "SOCKET_TIMEOUT": timeout},
+        }
     if parsed.scheme == "locmem":
         return {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     if parsed.scheme == "file":
@@ -204,6 +214,11 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "control_folder": str(_control_dir),
         "store_processed": False,
     }
+elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # A message taken by a worker that then died (kill -9, a lost machine) is handed out again after this many
+    # seconds (kombu's default is an hour). It must exceed the longest task's run time, or a task still running
+    # is started a second time; the deletion does not wait for it (its lease and the resume sweep, below).
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", 900, minimum=60)}
 CELERY_TASK_DEFAULT_QUEUE = envstr("CELERY_TASK_DEFAULT_QUEUE", "memory_admin")
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
@@ -219,6 +234,11 @@ CELERY_BEAT_SCHEDULE = {
     "reconcile-deletions": {
         "task": "deletion.tasks.reconcile_deletions",
         "schedule": envint("DELETION_RECONCILE_SECONDS", 60),
+    },
+    # A deletion store whose worker died mid-purge (its lease not renewed) is sent to a live worker.
+    "resume-abandoned-deletion-stores": {
+        "task": "deletion.tasks.resume_abandoned_stores",
+        "schedule": envint("DELETION_RESUME_SECONDS", 5, minimum=1),
     },
     "sweep-due-rechecks": {
         "task": "memory_admin.memory.tasks.sweep_due_rechecks",
@@ -305,6 +325,11 @@ VECTOR_ANN_NPROBES = envint("VECTOR_ANN_NPROBES", 10, minimum=1)
 VECTOR_ANN_REFINE_FACTOR = envint("VECTOR_ANN_REFINE_FACTOR", 10, minimum=1)
 VECTOR_ANN_PARTITIONS = envint("VECTOR_ANN_PARTITIONS", 0, minimum=0)
 VECTOR_ANN_SUB_VECTORS = envint("VECTOR_ANN_SUB_VECTORS", 0, minimum=0)
+# After a large import (memory/planner_stats.py): a batch of this many assertions or more queues a refresh of the
+# planner's statistics, which analyzes the records and audit tables once this many rows changed since their last
+# analysis (PostgreSQL; the autovacuum daemon would get there too, but a minute or more later).
+STATS_REFRESH_BATCH_MIN = envint("STATS_REFRESH_BATCH_MIN", 500, minimum=1)
+STATS_REFRESH_MIN_ROWS = envint("STATS_REFRESH_MIN_ROWS", 10_000, minimum=1000)
 # Cached fact answers live this long at most (they are evicted at once when a base changes).
 FACT_CACHE_SECONDS = envint("FACT_CACHE_SECONDS", 300)
 # A dispute's resolution can be undone (the dispute reopened, the answer before it restored) for this long.
@@ -319,10 +344,14 @@ AUDIT_CHECKPOINT_MINUTES = envint("AUDIT_CHECKPOINT_MINUTES", 60, minimum=1)
 # --- Deletion -------------------------------------------------------------------------------------
 BACKUP_DIR = Path(envstr("BACKUP_DIR", str(VAR_DIR / "backups")))
 BACKUP_RETENTION_DAYS = envint("BACKUP_RETENTION_DAYS", 35)
-# Fault drills only: the purge task pauses this long between purging and verifying a store.
+# Fault drills only: the purge task pauses this long between purging and verifying a store (only the store
+# DELETION_DRILL_STORE names, when set).
 DELETION_DRILL_PAUSE_SECONDS = envint("DELETION_DRILL_PAUSE_SECONDS", 0)
-# A store row claimed by a worker that died is taken over after this long.
-DELETION_LEASE_SECONDS = envint("DELETION_LEASE_SECONDS", 300)
+DELETION_DRILL_STORE = envstr("DELETION_DRILL_STORE", "")
+# A worker purging a store holds it for this long and renews the lease every third of it while it works; a
+# store whose worker died is taken over once the lease has run out (the resume sweep runs every
+# DELETION_RESUME_SECONDS): within DELETION_LEASE_SECONDS + DELETION_RESUME_SECONDS of the death.
+DELETION_LEASE_SECONDS = envint("DELETION_LEASE_SECONDS", 10, minimum=1)
 
 # --- Request limits ---------------------------------------------------------------------------
 # A body larger than this is refused with 413 before it is parsed.

@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+import sys
+
 from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from memory_admin import http_errors
 from memory_admin.env import envbool
+from memory_admin.lib import outages
 from memory_admin.mcp.http import mcp_endpoint
 
 urlpatterns = [
@@ -30,4 +35,13 @@ if envbool("BENCH_CEILING_VIEW", False):
 handler400 = "memory_admin.http_errors.bad_request"
 handler403 = "memory_admin.http_errors.permission_denied"
 handler404 = "memory_admin.http_errors.page_not_found"
-handler500 = "memory_admin.http_errors.server_error"
+handler500 = "memory_admin.urls.server_error"
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """The 500 handler. Django calls it while handling the exception, so the exception is at hand: a cache
+    server or database that cannot be reached (lib.outages) is answered 503 with Retry-After, which clients
+    retry, never 500; anything else is the product's 500 (http_errors.server_error)."""
+    if outages.unavailable(sys.exc_info()[1]) is not None:
+        return http_errors.service_unavailable(request, outages.RETRY_AFTER_SECONDS)
+    return http_errors.server_error(request)

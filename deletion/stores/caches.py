@@ -10,7 +10,7 @@ from django.db import transaction
 from deletion.stores.base import Found, Job, Scope, Store, Verification
 from memory_admin.derived.caches import fact_key
 from memory_admin.derived.models import CacheEntry
-from memory_admin.lib import rows
+from memory_admin.lib import outages, rows
 
 
 def _fact_keys(scope: Scope) -> set[str]:
@@ -46,7 +46,9 @@ class CachesStore(Store):
         )
         keys = set(manifests.values_list("key", flat=True)) | _fact_keys(scope)
         evicted = sorted(keys)
-        transaction.on_commit(lambda: cache.delete_many(evicted))
+        # With the cache server down, reads still never serve them (cached_answer checks the tombstones) and the
+        # purge deletes them once it is back.
+        transaction.on_commit(lambda: outages.quietly("deletion eviction", cache.delete_many, evicted))
         return len(evicted)
 
     def purge(self, job: Job) -> int:

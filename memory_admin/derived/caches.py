@@ -21,6 +21,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from memory_admin.derived.models import CacheEntry
+from memory_admin.lib import outages
 from memory_admin.memory import hooks
 from memory_admin.memory.models import MemoryRecord
 
@@ -69,7 +70,27 @@ def store(tenant_id: int, key: str, value: Any, records: list[MemoryRecord], *, 
             CacheEntry.objects.filter(pk=entry.pk).update(evicted_at=None, created_at=timezone.now())
             entry.records.clear()
         entry.records.add(*records)
-    cache.set(key, value, timeout=ttl)
+    # The cache server down: the answer is simply not cached (the manifest row says only where it would be).
+    outages.quietly("cache fill", cache.set, key, value, ttl)
+
+
+def evict(keys: list[str]) -> None:
+    """Delete cached answers built on a change, now (so the change's own transaction reads miss them) and again
+    after commit (in case a concurrent reader refilled one from the old committed value in between).
+
+    With the cache server down the keys cannot be deleted, and a key left behind would serve the old answer
+    once the server is back: the change is refused with 503 `service_unavailable` (its transaction rolls
+    back). After commit, a failure is only logged: the keys were deleted a moment before."""
+    try:
+        cache.delete_many(keys)
+    except outages.CACHE_ERRORS as exc:
+        outages.cache_down("cache eviction", exc)
+        raise outages.ServiceUnavailable(
+            "The cache server cannot be reached, so answers cached from this fact cannot be evicted; "
+            "nothing was changed. Try again shortly."
+        ) from None
+    outages.cache_up()
+    transaction.on_commit(lambda: outages.quietly("cache eviction after commit", cache.delete_many, keys))
 
 
 def answer_ttl(record: MemoryRecord) -> int:
@@ -87,7 +108,7 @@ def answer_ttl(record: MemoryRecord) -> int:
 def cached_answer(tenant_id: int, project_id: str, subject_id: str, predicate: str) -> Any | None:
     """The cached answer for "now" to one fact, or None (a miss). Reads only: an entry whose identity does
     not match, or whose record a deletion has tombstoned since, is a miss."""
-    hit = cache.get(fact_key(tenant_id, project_id, subject_id, predicate))
+    hit = outages.quietly("cached answer", cache.get, fact_key(tenant_id, project_id, subject_id, predicate))
     if isinstance(hit, dict) and hit.get("key") == ["fact", tenant_id, project_id, subject_id, predicate]:
         value = hit.get("value")
         memory_id = value.get("memory_id") if isinstance(value, dict) else None

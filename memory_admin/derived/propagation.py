@@ -16,12 +16,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.core.cache import cache
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
-from memory_admin.derived import task_refs
+from memory_admin.derived import caches, task_refs
 from memory_admin.derived.models import (
     ActionBase,
     CacheEntry,
@@ -223,11 +222,8 @@ def _evict_caches(run: Run) -> None:
     run.result.cache_keys = sorted({key for _, key, _ in cached})
     for _, key, record_id in cached:
         run.note(record_id, Kind.CACHE, key, "evicted")
-    keys = run.result.cache_keys
-    # Now, so this transaction's own reads miss them; and again after commit, in case a concurrent
-    # reader refilled a key from the old committed value in between.
-    cache.delete_many(keys)
-    transaction.on_commit(lambda: cache.delete_many(keys))
+    # Now, so this transaction's own reads miss them, and again after commit (caches.evict).
+    caches.evict(run.result.cache_keys)
 
 
 def _mark_vectors_unusable(run: Run) -> None:
@@ -338,8 +334,7 @@ def _evict_cached(records: QuerySet[MemoryRecord], now: datetime) -> list[str]:
     if not keys:
         return []
     entries.update(evicted_at=now)
-    cache.delete_many(keys)
-    transaction.on_commit(lambda: cache.delete_many(keys))
+    caches.evict(keys)
     return keys
 
 

@@ -59,7 +59,8 @@ class ErrorSerializer(serializers.Serializer[Any]):
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, DomainError):
         payload = {key: _jsonable(value) for key, value in exc.as_payload().items()}
-        return Response(payload, status=exc.status)
+        headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else None
+        return Response(payload, status=exc.status, headers=headers)
     if isinstance(exc, RequestDataTooBig):
         return Response(
             {

@@ -10,6 +10,7 @@ from typing import Any
 class DomainError(Exception):
     code = "error"
     status = 400
+    retry_after: int | None = None  # seconds: the API answers them in Retry-After (a 503 while a service is down)
 
     def __init__(self, detail: str, *, code_override: str | None = None, **extra: Any) -> None:
         super().__init__(detail)

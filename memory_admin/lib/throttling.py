@@ -10,6 +10,11 @@ The count is a fixed window in the default cache (`cache.add` then `cache.incr`:
 on locmem, good enough on the file cache, whose cull keeps the newest entries: `lib.filecache`), so it
 costs one small key per window whatever the limit, and `Retry-After` is the time left in the window. A
 refused request still counts: hammering stays refused.
+
+When the cache cannot be reached (Redis down), the throttles fail open: the request is let through uncounted,
+the outage is logged once and every uncounted request counted (`lib.outages`); counting resumes with the
+first call the cache answers. A throttle is a guard against overuse, not the truth: refusing every request
+because the counter is away would turn a cache outage into an outage of the whole API.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
 from rest_framework.throttling import BaseThrottle
+
+from memory_admin.lib import outages
 
 READS, WRITES, SEARCH, SOURCE_TEST = "reads", "writes", "search", "source_test"
 SCOPES = (READS, WRITES, SEARCH, SOURCE_TEST)
@@ -94,7 +101,12 @@ class _WindowThrottle(BaseThrottle):
         now = time.time()
         window = int(now // duration)
         key = f"throttle:{self.kind}:{scope}:{duration}:{window}:{ident}"
-        count = self._incr(key, duration)
+        try:
+            count = self._incr(key, duration)
+        except outages.CACHE_ERRORS as exc:
+            outages.cache_down("throttle", exc)
+            return True  # fail open: see the module docstring
+        outages.cache_up()
         if count <= limit:
             return True
         self._wait = (window + 1) * duration - now

@@ -36,6 +36,8 @@ from functools import reduce
 from operator import or_
 from typing import Any, cast
 
+from celery import signature
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Field, Max, Q
 from django.utils import timezone
@@ -61,6 +63,7 @@ from memory_admin.memory.actions.fact_writes import _APPLY
 from memory_admin.memory.errors import DomainError, RevisionConflict
 from memory_admin.memory.models import AuditEvent, FieldPolicy, MemoryRecord, Project
 from memory_admin.memory.policies import authorize_issuer, policies_for
+from memory_admin.queueing import enqueue_after_commit
 
 Status = MemoryRecord.Status
 
@@ -164,6 +167,9 @@ def _assert_facts(
                 _apply_rounds(principal, tenant, pending, now, results, errors, refused)
                 if atomic and errors:
                     raise _RolledBack
+                if len(results) >= settings.STATS_REFRESH_BATCH_MIN and connection.vendor == "postgresql":
+                    # A large import: the planner's statistics are brought up to date (memory/planner_stats.py).
+                    enqueue_after_commit(signature(REFRESH_PLANNER_STATISTICS))
     except _RolledBack:
         _report_refusals(principal, refused)
         return _not_applied(items, errors)
@@ -176,6 +182,9 @@ def _assert_facts(
     _report_refusals(principal, refused)
     out = [ItemResult(i, result=results.get(i), error=None if i in results else errors[i]) for i in range(len(items))]
     return BatchResult(out, atomic=atomic, applied=True)
+
+
+REFRESH_PLANNER_STATISTICS = "memory_admin.memory.tasks.refresh_planner_statistics"
 
 
 class _RolledBack(Exception):

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory_admin.accounts.tenancy import for_each_tenant, tenant_context
-from memory_admin.memory import actions, audit_chain, rechecks, task_failures
+from memory_admin.memory import actions, audit_chain, planner_stats, rechecks, task_failures
 from memory_admin.memory.models import MemoryRecord, RecheckAttempt
 
 # A source that cannot be reached is retried this many times with growing pauses, then left for
@@ -79,3 +79,10 @@ def recheck_record(self: Any, record_id: int) -> str:
     if attempt.outcome == RecheckAttempt.Result.SOURCE_UNAVAILABLE and self.request.retries < self.max_retries:
         raise self.retry(countdown=settings.RECHECK_RETRY_DELAY * 2**self.request.retries)
     return str(attempt.outcome)
+
+
+@shared_task
+def refresh_planner_statistics() -> list[str]:
+    """After a large batch (queued by memory.batch): analyze the tables a large import grew, once enough rows
+    changed (memory/planner_stats.py). No tenant: it reads and writes no tenant's rows."""
+    return planner_stats.refresh()

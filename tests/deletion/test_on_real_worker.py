@@ -1,5 +1,6 @@
-"""Deletions carried by a real worker on a real broker: the whole flow, a worker killed mid-purge,
-and a cache server that is down during the purge."""
+"""Deletions carried by a real worker on a real broker: the whole flow, a worker killed mid-purge (taken over
+by another within 30 s on the default lease and sweep), the worker's database connection lost mid-store (retried
+at once), and a cache server that is down during the purge."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from deletion.models import DeletionRequest, StoreProgress
@@ -21,7 +23,7 @@ from memory_admin.derived.lineage import BaseRef
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.models import MemoryRecord
 from tests.support import ARTIFACTS, DEADLINE, at, deadline
-from tests.support.celery_worker import require_real_broker, running_worker, wait_until
+from tests.support.celery_worker import require_real_broker, running_beat, running_worker, wait_until
 
 SUBJECT = DEADLINE["subject_id"]
 pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
@@ -106,6 +108,54 @@ def test_a_worker_killed_mid_purge_sets_no_stage_early_and_the_request_completes
         assert wait_until(lambda: confirmed(request_id), timeout=120), log.read_text()[-3000:]
     assert {r.state for r in rows} == {"verified"}
     assert max(r.attempts for r in rows) >= 2  # the interrupted store was taken over
+
+
+def test_a_worker_killed_mid_store_is_taken_over_by_another_within_30_seconds(api, agent, compliance):
+    """Default lease and resume sweep (issue 36, item 2): the dead worker's lease is no longer renewed, beat's
+    resume sweep sends the store to the live worker, without waiting for the broker to hand the dead worker's
+    message out again (an hour on Redis by default)."""
+    subject(agent)
+    log = ARTIFACTS / "celery-deletion-takeover.log"
+    hang = {"DELETION_DRILL_PAUSE_SECONDS": "600", "DELETION_DRILL_STORE": "logs"}
+    with running_worker(log, **hang) as first:
+        request_id = file(api, compliance)
+        logs = StoreProgress.objects.filter(request__public_id=request_id, store="logs")
+        assert wait_until(lambda: logs.get().state == "running", timeout=60), log.read_text()[-3000:]
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait()
+    killed = time.monotonic()
+    assert logs.get().state == "running" and not confirmed(request_id)
+    with running_worker(log) as second, running_beat(ARTIFACTS / "celery-deletion-takeover-beat.log"):
+        assert wait_until(lambda: confirmed(request_id), timeout=30), log.read_text()[-3000:]
+        took = time.monotonic() - killed
+        assert second.poll() is None
+    print(f"takeover: purge confirmed {took:.1f} s after the worker was killed")
+    assert logs.get().state == "verified" and logs.get().attempts >= 2
+
+
+@pytest.mark.postgres_only(reason="ends the worker's PostgreSQL backend with pg_terminate_backend")
+def test_a_store_whose_database_connection_is_lost_is_written_back_and_retried_at_once(api, agent, compliance):
+    """The worker lives on; its connection dies mid-store (as in a PostgreSQL restart). The failure is written
+    back on a new connection and the store retried at once: with a lease of ten minutes and no sweep, nothing
+    else could finish it within the wait."""
+    subject(agent)
+    log = ARTIFACTS / "celery-deletion-lost-connection.log"
+    drill = {"DELETION_DRILL_PAUSE_SECONDS": "4", "DELETION_DRILL_STORE": "logs", "DELETION_LEASE_SECONDS": "600"}
+    before = log.stat().st_size if log.exists() else 0  # the log is appended to, run after run
+    with running_worker(log, **drill) as worker:
+        request_id = file(api, compliance)
+        logs = StoreProgress.objects.filter(request__public_id=request_id, store="logs")
+        assert wait_until(lambda: logs.get().state == "running", timeout=60), log.read_text()[-3000:]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            assert cursor.fetchone()[0] >= 1  # the worker's connection (and its lease heartbeat's)
+        assert wait_until(lambda: confirmed(request_id), timeout=60), log.read_text()[-3000:]
+        assert worker.poll() is None
+    assert logs.get().state == "verified" and logs.get().attempts >= 2
+    assert "purge_store" in (ours := log.read_bytes()[before:].decode()) and "retry: Retry" in ours
 
 
 def _free_port() -> int:

@@ -40,46 +40,56 @@ def require_real_broker() -> None:
         pytest.fail("No Redis broker: `make test` starts Redis on 127.0.0.1:6379 when redis-server is installed.")
 
 
-@contextmanager
-def running_worker(log_path: Path, **extra_env: str) -> Iterator[subprocess.Popen[bytes]]:
-    env = {
+def _environment(extra_env: dict[str, str]) -> dict[str, str]:
+    return {
         **os.environ,
         **extra_env,
         "DATABASE_URL": _test_database_url(),
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
         "CELERY_TASK_DEFAULT_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE,
     }
+
+
+@contextmanager
+def _celery_process(log_path: Path, args: list[str], extra_env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
-        worker = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "memory_admin",
-                "worker",
-                "--pool=solo",
-                "--loglevel=INFO",
-                "--without-mingle",
-                "--without-gossip",
-                "-Q",
-                settings.CELERY_TASK_DEFAULT_QUEUE,
-            ],
+        process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "memory_admin", *args],
             cwd=ROOT,
-            env=env,
+            env=_environment(extra_env),
             stdout=log,
             stderr=subprocess.STDOUT,
         )
         try:
-            yield worker
+            yield process
         finally:
-            worker.terminate()
+            if process.poll() is None:
+                process.terminate()
             try:
-                worker.wait(timeout=20)
+                process.wait(timeout=20)
             except subprocess.TimeoutExpired:
-                worker.kill()
-                worker.wait()
+                process.kill()
+                process.wait()
+
+
+@contextmanager
+def running_worker(log_path: Path, **extra_env: str) -> Iterator[subprocess.Popen[bytes]]:
+    args = ["worker", "--pool=solo", "--loglevel=INFO", "--without-mingle", "--without-gossip"]
+    with _celery_process(log_path, [*args, "-Q", settings.CELERY_TASK_DEFAULT_QUEUE], extra_env) as worker:
+        yield worker
+
+
+@contextmanager
+def running_beat(log_path: Path, **extra_env: str) -> Iterator[subprocess.Popen[bytes]]:
+    """Celery beat sending the product's schedule (settings.CELERY_BEAT_SCHEDULE) to the test's queue; its
+    state in a file beside the log (the database scheduler's tables are the operator's, not the test's)."""
+    state = log_path.with_suffix(".schedule")
+    for leftover in log_path.parent.glob(state.name + "*"):
+        leftover.unlink()
+    args = ["beat", "--loglevel=INFO", "-S", "celery.beat:PersistentScheduler", "--schedule", str(state)]
+    with _celery_process(log_path, args, extra_env) as beat:
+        yield beat
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 60.0) -> bool:

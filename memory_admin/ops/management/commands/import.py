@@ -25,6 +25,7 @@ from tqdm import tqdm
 from memory_admin.accounts.models import Principal
 from memory_admin.accounts.tenancy import tenant_context
 from memory_admin.lib.parsers import BadJSON, loads_guarded
+from memory_admin.memory import planner_stats
 from memory_admin.memory.actions import Assertion
 from memory_admin.memory.batch import MAX_BATCH_ITEMS, ItemResult, assert_facts
 from memory_admin.memory.errors import DomainError, InvalidInput
@@ -90,6 +91,9 @@ class Command(BaseCommand):
             finally:
                 bar.close()
         self._summary(file, counts)
+        analyzed = planner_stats.refresh()  # the queued refreshes may not have run yet: now, before returning
+        if analyzed:
+            self.stdout.write(f"Planner statistics refreshed: {', '.join(analyzed)}")
         if failed_lines:
             raise CommandError(f"{failed_lines} line(s) were refused; see above.")
 
