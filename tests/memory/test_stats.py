@@ -120,6 +120,7 @@ def test_the_overview_shows_the_counts(agent, owner):
     client.force_login(owner)
     page = client.get("/")
     assert page.status_code == 200
-    assert dict(page.context["counts"])["accepted"] == 3 and dict(page.context["counts"])["superseded"] == 1
+    by_status = {tile.badge: tile.n for tile in page.context["tiles"] if tile.badge}
+    assert by_status["accepted"] == 3 and by_status["superseded"] == 1
     assert page.context["overdue"] == 1
-    assert {key: n for key, _, n, _ in page.context["chart"]} == {"fresh": 0, "soon": 0, "due": 1, "never": 2}
+    assert {band.key: band.n for band in page.context["bands"]} == {"fresh": 0, "soon": 0, "due": 1, "never": 2}
