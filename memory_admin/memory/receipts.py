@@ -23,10 +23,11 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cache
 from typing import Any
 
-from django.db import transaction
-from django.db.models import F, QuerySet
+from django.db import IntegrityError, connection, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 from memory_governance.trust import canonical_bytes, digest
 
@@ -171,6 +172,29 @@ def _refused(exc: RecheckRequired | FactDisputed, now: datetime, policy: FieldPo
     )
 
 
+@cache
+def _advance_sql() -> str:
+    table = connection.ops.quote_name(ReceiptChain._meta.db_table)
+    return f"UPDATE {table} SET sequence = sequence + 1 WHERE tenant_id = %s RETURNING sequence, head_hash"
+
+
+def _take_place(tenant_id: int) -> tuple[int, str]:
+    """The next place in the tenant's chain and the hash before it, in the caller's transaction. Moving the head
+    first (one UPDATE ... RETURNING: a row lock on PostgreSQL, the write lock on SQLite) makes the place this
+    receipt's alone until the transaction ends; a tenant's first receipt creates the head."""
+    with connection.cursor() as cursor:
+        cursor.execute(_advance_sql(), [tenant_id])
+        row = cursor.fetchone()
+    if row is not None:
+        return int(row[0]), str(row[1])
+    try:
+        with transaction.atomic():
+            ReceiptChain.objects.create(tenant_id=tenant_id, sequence=1, head_hash="")
+    except IntegrityError:  # another first receipt of this tenant created it: take the next place
+        return _take_place(tenant_id)
+    return 1, ""
+
+
 def _write(
     principal: Principal,
     key: tuple[str, str, str],
@@ -181,14 +205,10 @@ def _write(
     now: datetime,
 ) -> DecisionReceipt:
     tenant_id = principal.tenant_pk
-    ReceiptChain.objects.get_or_create(tenant_id=tenant_id)
     public_id = new_public_id(DecisionReceipt.public_prefix)
     project_id, subject_id, predicate = key
     with transaction.atomic():
-        # Move the chain's head first: the UPDATE locks it (PostgreSQL's row lock, SQLite's write lock), so the
-        # sequence and the previous hash read next are this receipt's alone.
-        ReceiptChain.objects.filter(tenant_id=tenant_id).update(sequence=F("sequence") + 1)
-        sequence, prev_hash = ReceiptChain.objects.filter(tenant_id=tenant_id).values_list("sequence", "head_hash")[0]
+        sequence, prev_hash = _take_place(tenant_id)
         document: dict[str, Any] = {
             "kind": KIND,
             "format": FORMAT,
