@@ -5,9 +5,10 @@ In one run and one database, alternating round by round so the machine's load fa
 - "without": the read for acting as it was before receipts: `rechecks.recheck_before_action` then
   `reads.fact_view(purpose="action")` (no recheck is due: the field's policy names no source, so neither path
   leaves the database);
-- "with": `receipts.read_for_action`, the same two steps and the receipt: the chain head moved (one UPDATE and one
-  SELECT), the document built and signed (Ed25519), the receipt inserted, the head's hash written, in one
-  transaction;
+- "with": `receipts.read_for_action`, the same two steps and the receipt: the chain head moved (one UPDATE ...
+  RETURNING), the document built and signed (Ed25519), the receipt inserted, the head's hash written, in one
+  committed transaction;
+- the floor of any durable write: one one-row UPDATE in its own committed transaction;
 
 and, alone, what signing one receipt costs (`lib.signing.sign_document` on a receipt's document, CPU only).
 Prints median/p95 per mode and the ratio with / without. It never asserts timings.
@@ -114,13 +115,28 @@ def main(argv: list[str] | None = None) -> None:
             samples.append((time.perf_counter() - t0) * 1000)
         return samples
 
-    for fn in (without, with_receipt):  # warm up: connections, prepared statements, the keyring
+    from django.db import transaction
+
+    from memory_admin.memory.models import ReceiptChain
+
+    tenant_id = agent.tenant_id  # type: ignore[attr-defined]
+
+    def durable_write(_: int) -> None:
+        # The floor of any durable write: one one-row UPDATE in its own committed transaction (WAL flush).
+        with transaction.atomic():
+            ReceiptChain.objects.filter(tenant_id=tenant_id).update(head_hash=F("head_hash"))
+
+    from django.db.models import F
+
+    for fn in (without, with_receipt, durable_write):  # warm up: connections, prepared statements, the keyring
         timed(fn, 20)
     plain: list[float] = []
     receipted: list[float] = []
+    floor: list[float] = []
     for _ in range(args.rounds):
         plain += timed(without, args.reads)
         receipted += timed(with_receipt, args.reads)
+        floor += timed(durable_write, args.reads)
 
     document = receipts.as_document(receipts.DecisionReceipt.objects.order_by("-id").first())  # type: ignore[arg-type]
     unsigned = {k: v for k, v in document.items() if k not in ("signature", "disclosure")}
@@ -130,6 +146,7 @@ def main(argv: list[str] | None = None) -> None:
         Figure("action read without receipt", plain),
         Figure("action read with receipt (signed, chained)", receipted),
         Figure("signing one receipt (Ed25519 + canonical JSON)", signing_ms),
+        Figure("floor: one committed one-row UPDATE", floor),
     ]
     print_table(figures)
     ratio = statistics.median(receipted) / statistics.median(plain)
@@ -137,6 +154,11 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"\nratio with / without: median {ratio:.2f}x, p95 {ratio95:.2f}x "
         f"({args.rounds} rounds x {args.reads} reads per mode, alternating)"
+    )
+    added = statistics.median(receipted) - statistics.median(plain)
+    print(
+        f"the receipt adds {added:.2f} ms (median); signing is {statistics.median(signing_ms):.3f} ms of it, "
+        f"a committed one-row write alone {statistics.median(floor):.2f} ms"
     )
 
 

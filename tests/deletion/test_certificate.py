@@ -15,7 +15,8 @@ from deletion.models import DeletionRequest
 from memory_admin.lib import signing
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.models import MemoryRecord
-from tests.support import DEADLINE, at, deadline, run_purge
+from tests.support import ARTIFACTS, DEADLINE, at, deadline, run_purge
+from tests.support.celery_worker import require_real_broker, running_worker, wait_until
 from tests.support.trust import verify_offline
 
 SUBJECT = DEADLINE["subject_id"]
@@ -118,3 +119,23 @@ def test_the_verifier_says_why_it_cannot_read_a_file(tmp_path):
     assert broken.returncode == 2 and "not JSON" in broken.stderr
     unsigned = verify_offline(tmp_path, {"kind": "deletion_certificate", "request_id": "del-1"})
     assert unsigned.returncode == 1 and "no signature" in unsigned.stderr
+
+
+@pytest.mark.celery
+@pytest.mark.django_db(transaction=True)
+def test_a_purge_carried_by_a_real_worker_gets_a_certificate_that_verifies_offline(api, agent, compliance, tmp_path):
+    require_real_broker()
+    assert_fact(agent, deadline("2026-10-30T17:00+09:00", "r17", at(10, 20)))
+    assert_fact(agent, deadline(VALUE, "r18", at(10, 22), expected_revision=1))
+    log = ARTIFACTS / "celery-certificate-worker.log"
+    with running_worker(log):
+        request = file_request(api, compliance)
+        path = f"{URL}{request.public_id}/certificate/"
+        confirmed = DeletionRequest.objects.filter(pk=request.pk, state=DeletionRequest.State.PURGE_CONFIRMED)
+        assert wait_until(confirmed.exists, timeout=90), log.read_text()[-3000:]
+    certificate = api(compliance).get(path).json()
+    assert {s["remaining"] for s in certificate["stores"]} == {0}
+    records = next(s for s in certificate["stores"] if s["store"] == "records")
+    assert (records["found"], records["purged"]) == (2, 2)
+    intact = verify_offline(tmp_path, certificate)
+    assert intact.returncode == 0, intact.stderr
