@@ -469,6 +469,8 @@ _NEXT_STEP = {
     "internal_error": "The server failed to answer. Whether a write took effect is unknown: read before you retry it.",
     "throttled": "Too many calls; wait retry_after seconds before calling again.",
     "invalid": "Fix the arguments named in errors and call again.",
+    "certificate_not_ready": "The deletion's purge is not confirmed yet; its certificate is issued once every store "
+    "has been purged and read again empty. Compliance staff download it later.",
 }
 # Where a code's general next step is not true of one tool's case.
 _TOOL_NEXT_STEP = {
