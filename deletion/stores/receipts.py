@@ -32,9 +32,9 @@ class ReceiptsStore(Store):
     label = "Decision receipts"
 
     def find(self, scope: Scope) -> Found:
+        # Every receipt of the scope, whether its value was erased at acceptance already or not.
         receipts = DecisionReceipt.objects.filter(
-            _in_scope(scope.tenant_id, scope.project_key, scope.kind, scope.value, scope.memory_ids),
-            disclosure__isnull=False,
+            _in_scope(scope.tenant_id, scope.project_key, scope.kind, scope.value, scope.memory_ids)
         )
         targets = {"kind": scope.kind, "value": scope.value, "memory_ids": scope.memory_ids}
         if scope.kind != DeletionRequest.ScopeKind.MEMORY_IDS:

@@ -174,7 +174,7 @@ def test_a_deletion_erases_the_value_from_receipts_and_they_still_verify(
     request.refresh_from_db()
     assert request.state == DeletionRequest.State.PURGE_CONFIRMED
     progress = request.stores.get(store="receipts")
-    assert (progress.state, progress.found, progress.remaining) == ("verified", 0, 0)
+    assert (progress.state, progress.found, progress.hidden, progress.remaining) == ("verified", 1, 1, 0)
     assert progress.evidence["receipts_kept_value_free"] == 1
 
     receipt = api(agent).get(f"/api/v1/receipts/{receipt_id}/").json()
