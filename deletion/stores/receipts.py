@@ -30,6 +30,9 @@ def _in_scope(tenant_id: int, project_key: str, kind: str, value: object, memory
 class ReceiptsStore(Store):
     name = "receipts"
     label = "Decision receipts"
+    # A backup taken before the deletion holds the disclosures: a restore's replay erases them again (by the
+    # restored records' memory ids: a replay's scope has no kind).
+    replayed = True
 
     def find(self, scope: Scope) -> Found:
         # Every receipt of the scope, whether its value was erased at acceptance already or not.
@@ -37,8 +40,8 @@ class ReceiptsStore(Store):
             _in_scope(scope.tenant_id, scope.project_key, scope.kind, scope.value, scope.memory_ids)
         )
         targets = {"kind": scope.kind, "value": scope.value, "memory_ids": scope.memory_ids}
-        if scope.kind != DeletionRequest.ScopeKind.MEMORY_IDS:
-            targets["memory_ids"] = []  # the subject or field selects them
+        if scope.kind in (DeletionRequest.ScopeKind.SUBJECT, DeletionRequest.ScopeKind.PREDICATE):
+            targets["memory_ids"] = []  # the subject or field selects them (a replay's scope has no kind: its ids do)
         return Found(receipts.count(), targets, list(receipts.values_list("public_id", flat=True)[:5]))
 
     def hide_scope(self, scope: Scope, now: datetime) -> int:
