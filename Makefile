@@ -145,6 +145,13 @@ bench-stale-stats: $(STAMP)
 bench-serializers: $(STAMP)
 	$(PY) bench/serializers.py $(BENCH_ARGS)
 
+# What a decision receipt (signed, chained) costs the read for acting: with / without, alternating (bench/receipts.py).
+.PHONY: bench-receipts
+bench-receipts: $(STAMP)
+	@set -euo pipefail; \
+	db_url=$$(bin/ensure-postgres); \
+	DATABASE_URL="$${db_url%/*}/memory_admin_bench_receipts" $(PY) bench/receipts.py $(BENCH_ARGS)
+
 # The MCP tool `recall` over Streamable HTTP next to the API call it wraps (bench/mcp_recall.py).
 bench-mcp: $(STAMP)
 	@set -euo pipefail; \

@@ -55,6 +55,7 @@ def _builtins(stores: Registry[Store]) -> None:
         embeddings,
         exports,
         logs,
+        receipts,
         records,
         scheduled_actions,
         summaries,
@@ -69,6 +70,7 @@ def _builtins(stores: Registry[Store]) -> None:
     stores.register(exports.ExportsStore())
     stores.register(contexts.ContextsStore())
     stores.register(disputes.DisputesStore())
+    stores.register(receipts.ReceiptsStore())
     stores.register(backups.BackupsStore())
 
 

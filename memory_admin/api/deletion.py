@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.utils.serializer_helpers import ReturnDict
 
-from deletion import service
+from deletion import certificates, service
 from deletion.models import DeletionRequest
 from memory_admin.accounts.models import principal_of
 from memory_admin.api.serializers import IsoDateTimeField
@@ -154,6 +154,46 @@ class DeletionPreviewSerializer(serializers.Serializer):
         }
 
 
+class CertificateStoreSerializer(serializers.Serializer):
+    store = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # `label` is a DRF name too
+    found = serializers.IntegerField()
+    hidden = serializers.IntegerField()
+    purged = serializers.IntegerField()
+    remaining = serializers.IntegerField(allow_null=True)
+    purge_verified_at = IsoDateTimeField(allow_null=True)
+    verification = serializers.JSONField()
+
+
+class CertificateStagesSerializer(serializers.Serializer):
+    accepted_at = IsoDateTimeField(allow_null=True)
+    removed_from_reads_at = IsoDateTimeField(allow_null=True)
+    purge_confirmed_at = IsoDateTimeField()
+    backups_hold_until = IsoDateTimeField(allow_null=True)
+
+
+class DeletionCertificateSerializer(serializers.Serializer):
+    """The signed deletion certificate (deletion.certificates; docs/deletion.md, "The signed certificate"). The
+    signature covers every other member in the canonical form of docs/security.md, "Signed documents"."""
+
+    kind = serializers.CharField()
+    format = serializers.IntegerField()
+    request_id = serializers.CharField()
+    tenant = serializers.CharField()
+    project_id = serializers.CharField()
+    scope = serializers.JSONField()
+    requested_by = serializers.CharField()
+    approved_by = serializers.CharField(allow_null=True)
+    stages = CertificateStagesSerializer()
+    backups_note = serializers.CharField(allow_blank=True)
+    stores = CertificateStoreSerializer(many=True)
+    totals = serializers.DictField(child=serializers.IntegerField())
+    statement = serializers.CharField()
+    algorithm = serializers.CharField()
+    key_id = serializers.CharField()
+    signature = serializers.CharField()
+
+
 def _report(deletion: DeletionRequest) -> ReturnDict:
     return DeletionReportSerializer(deletion).data
 
@@ -224,3 +264,10 @@ class DeletionRequestViewSet(viewsets.ViewSet):
         decides who may (403) and in which state (409)."""
         deletion, _ = service.retry_stores(principal_of(request), request_id)
         return Response(_report(deletion), status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(responses={200: DeletionCertificateSerializer})
+    @action(detail=True, methods=["get"])
+    def certificate(self, request: Request, request_id: str) -> Response:
+        """The signed deletion certificate (compliance staff of the request's tenant; 409 `certificate_not_ready`
+        before the purge is confirmed). Verify it offline with `memory-governance verify FILE --key PEM`."""
+        return Response(certificates.certificate(principal_of(request), request_id))

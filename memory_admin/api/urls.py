@@ -11,6 +11,7 @@ from memory_admin.api import views as memory
 from memory_admin.api.batch import BatchViewSet
 from memory_admin.api.deletion import DeletionRequestViewSet
 from memory_admin.api.expiry import ExpiryRequestViewSet
+from memory_admin.api.receipts import ReceiptViewSet
 from memory_admin.api.tombstones import TombstoneViewSet
 from memory_admin.lib.api_errors import register_shape
 from memory_admin.memory.models import MemoryRecord
@@ -24,6 +25,7 @@ router = SimpleRouter()
 router.register("records/batch", BatchViewSet, basename="record-batch")
 router.register("records", memory.RecordViewSet, basename="record")
 router.register("facts/current", memory.CurrentFactViewSet, basename="fact-current")
+router.register("receipts", ReceiptViewSet, basename="receipt")
 router.register("disputes", memory.DisputeViewSet, basename="dispute")
 router.register("expiry-requests", ExpiryRequestViewSet, basename="expiry-request")
 router.register("field-policies", memory.FieldPolicyViewSet, basename="field-policy")

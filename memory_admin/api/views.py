@@ -19,7 +19,7 @@ from memory_admin.api.expiry import ExpiryReasonSerializer, FiledExpirySerialize
 from memory_admin.derived import caches
 from memory_admin.lib.pagination import OldestFirstCursorPagination
 from memory_admin.lib.throttling import SOURCE_TEST, ThrottleScoped
-from memory_admin.memory import actions, expiry, policies, reads, rechecks
+from memory_admin.memory import actions, expiry, policies, reads, receipts, rechecks
 from memory_admin.memory.batch import OUTCOME_STATUS
 from memory_admin.memory.errors import NotFound
 from memory_admin.memory.filters import Door, RecordFilter
@@ -162,9 +162,13 @@ class CurrentFactViewSet(viewsets.ViewSet):
                 answer = s.FactSerializer(view, context={"key": key}).data
                 caches.remember_answer(principal.tenant_pk, *key, dict(answer), view.record)
             return Response(_with_context_load(request, query, answer))
-        # Verify before acting (a write: it may supersede the value), then read what stands.
-        checked = rechecks.recheck_before_action(principal, *key, purpose=query["purpose"], **instants)
-        view = reads.fact_view(principal, *key, purpose=query["purpose"], checked=checked, **instants)
+        if query["purpose"] == "action":
+            # Verify before acting (a write: it may supersede the value), read what stands, and leave a signed
+            # receipt of the decision (a refusal's 409 carries its receipt_id too).
+            view, receipt = receipts.read_for_action(principal, *key, **instants)
+            answer = {**s.FactSerializer(view, context={"key": key}).data, "receipt_id": receipt.public_id}
+            return Response(_with_context_load(request, query, answer))
+        view = reads.fact_view(principal, *key, purpose=query["purpose"], **instants)
         return Response(_with_context_load(request, query, s.FactSerializer(view, context={"key": key}).data))
 
 

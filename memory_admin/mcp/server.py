@@ -263,7 +263,8 @@ def build_server() -> MCPServer:
     ) -> CallToolResult:
         """The current value with its freshness, last verification and caveat. With purpose="action" the value
         is rechecked against its canonical source first when its policy asks, and the call is refused when it
-        cannot be verified: then do not act, and report the last verified value and time."""
+        cannot be verified: then do not act, and report the last verified value and time. Either way a read for
+        acting answers receipt_id, the signed record of what you were told (keep it with what you do)."""
         return await _call(
             "recall",
             project_id=project_id,

@@ -26,7 +26,7 @@ from memory_admin.derived.lineage import BaseRef
 from memory_admin.lib.errors import DomainError
 from memory_admin.lib.parsers import check_storable
 from memory_admin.lib.throttling import READS, SEARCH, WRITES
-from memory_admin.memory import actions, reads, rechecks, validation
+from memory_admin.memory import actions, reads, receipts, validation
 from memory_admin.memory.actions import Outcome
 from memory_admin.memory.errors import NotFound
 from memory_admin.memory.models import Dispute, MemoryRecord
@@ -179,8 +179,12 @@ def _fact(
         answer = dict(records.FactSerializer(view, context={"key": key}).data)
         caches.remember_answer(principal.tenant_pk, *key, answer, view.record)
         return answer
-    checked = rechecks.recheck_before_action(principal, *key, purpose=purpose, valid_at=valid_at, known_at=known_at)
-    view = reads.fact_view(principal, *key, purpose=purpose, checked=checked, valid_at=valid_at, known_at=known_at)
+    if purpose == "action":
+        # The one read for acting (memory.receipts): verify first, read, and leave the signed receipt; a refusal's
+        # error carries its receipt_id.
+        view, receipt = receipts.read_for_action(principal, *key, valid_at=valid_at, known_at=known_at)
+        return {**records.FactSerializer(view, context={"key": key}).data, "receipt_id": receipt.public_id}
+    view = reads.fact_view(principal, *key, purpose=purpose, valid_at=valid_at, known_at=known_at)
     return dict(records.FactSerializer(view, context={"key": key}).data)
 
 
@@ -468,6 +472,8 @@ _NEXT_STEP = {
     "internal_error": "The server failed to answer. Whether a write took effect is unknown: read before you retry it.",
     "throttled": "Too many calls; wait retry_after seconds before calling again.",
     "invalid": "Fix the arguments named in errors and call again.",
+    "certificate_not_ready": "The deletion's purge is not confirmed yet; its certificate is issued once every store "
+    "has been purged and read again empty. Compliance staff download it later.",
 }
 # Where a code's general next step is not true of one tool's case.
 _TOOL_NEXT_STEP = {

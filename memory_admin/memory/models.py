@@ -714,3 +714,54 @@ class ExpiryRequest(PublicIdModel):
 
     def __str__(self) -> str:
         return f"Expiry request for {self.record.subject_id} · {self.record.predicate} ({self.get_status_display()})"
+
+
+class ReceiptChain(models.Model):
+    """The head of a tenant's chain of decision receipts: the last sequence number and hash. A receipt's write
+    first moves this row (an UPDATE: a row lock on PostgreSQL, the write lock on SQLite), so two receipts of one
+    tenant never take the same place in the chain."""
+
+    tenant = models.OneToOneField(Tenant, on_delete=models.PROTECT, related_name="+")
+    sequence = models.PositiveBigIntegerField(default=0)
+    head_hash = models.CharField(max_length=64, default="")
+
+    def __str__(self) -> str:
+        return f"receipts of tenant {self.tenant_id} up to {self.sequence}"
+
+
+class DecisionReceipt(PublicIdModel):
+    """What one read for acting answered (PRODUCT.md rule 8; issue 35, item 3): the value and revision served or
+    the refusal, freshness, the policy, the verification evidence, when; chained per tenant and signed at write.
+
+    `document` is the signed receipt (content-free apart from the fact's identifiers: the value it served is
+    committed to by `value_commitment`); `disclosure` holds that value and the commitment's nonce, outside the
+    signature, so a deletion erases it (`deletion.stores.receipts`) and the chain and the signature still hold.
+    Never changed otherwise; not a foreign key to the record, which a deletion purges."""
+
+    public_prefix = "rcp"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    sequence = models.PositiveBigIntegerField()
+    reader = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", db_index=False)
+    project_key = models.CharField(max_length=100)
+    subject_id = models.CharField(max_length=200)
+    predicate = models.CharField(max_length=200)
+    memory_id = models.CharField(max_length=64, blank=True)
+    outcome = models.CharField(max_length=40)  # "served", or the refusal's code
+    document = models.JSONField()
+    hash = models.CharField(max_length=64)
+    disclosure = models.JSONField(null=True, blank=True)
+    redacted_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "sequence"], name="receipt_chain_place")]
+        indexes = [
+            # The fact page's receipts, newest first; a deletion's receipts by memory id.
+            models.Index(fields=["tenant", "project_key", "subject_id", "predicate", "-id"], name="receipt_fact"),
+            models.Index(fields=["tenant", "memory_id"], name="receipt_memory"),
+            models.Index(fields=["reader"], name="receipt_reader"),
+        ]
+
+    def __str__(self) -> str:
+        return f"receipt {self.sequence} of tenant {self.tenant_id}: {self.subject_id} · {self.predicate}"

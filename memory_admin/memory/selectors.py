@@ -10,9 +10,11 @@ from typing import Any
 
 from django.db.models import Case, Count, IntegerField, OuterRef, Q, QuerySet, Subquery, When
 
-from memory_admin.memory import audit
+from memory_admin.accounts.models import Principal
+from memory_admin.memory import audit, receipts
 from memory_admin.memory.models import AuditEvent, Dispute, FieldPolicy, MemoryRecord, RecheckAttempt
 from memory_admin.memory.policies import policies_for
+from memory_admin.memory.reads import FRESHNESS_LABELS
 
 # Audit events are shown by the time they happened (`at`, which a domain action may set to its own `now`),
 # not by insertion; the id breaks ties. The audit page's keyset cursor follows the same order.
@@ -237,4 +239,61 @@ def audit_events(tenant_id: int, criteria: dict[str, Any]) -> QuerySet[AuditEven
         rows = rows.filter(at__gte=criteria["since"])
     if criteria.get("until"):
         rows = rows.filter(at__lte=criteria["until"])
+    return rows
+
+
+# --- The fact page's decision receipts (templates/dashboard/_receipts.html) ------------------------------
+
+REFUSAL_WORDS = {
+    "recheck_required": "Refused: it had to be verified first and could not be",
+    "fact_disputed": "Refused: sources disagree",
+}
+
+
+@dataclass(frozen=True)
+class ReceiptRow:
+    """One read for acting on a fact, in people's words: who, when, what it was told."""
+
+    receipt_id: str
+    at: datetime
+    reader: str
+    decision: str
+    revision: int | None
+    freshness: str
+    recheck: str
+
+
+def fact_receipts(
+    principal: Principal, project: str, subject: str, predicate: str, *, limit: int = 20
+) -> list[ReceiptRow]:
+    """The fact's decision receipts the principal may read (owners and compliance: all; others: their own), newest
+    first, in one query."""
+    found = (
+        receipts.visible(principal)
+        .filter(project_key=project, subject_id=subject, predicate=predicate)
+        .select_related("reader")
+        .order_by("-id")[:limit]
+    )
+    outcomes = dict(RecheckAttempt.Result.choices)
+    rows = []
+    for receipt in found:
+        document = receipt.document
+        served = document.get("served") or {}
+        recheck = (document.get("verification") or {}).get("recheck") or {}
+        state = (document.get("freshness") or {}).get("state")
+        rows.append(
+            ReceiptRow(
+                receipt_id=receipt.public_id,
+                at=receipt.created_at,
+                reader=receipt.reader.name or receipt.reader.username,
+                decision=(
+                    f"Served revision {served.get('revision')}"
+                    if receipt.outcome == "served"
+                    else REFUSAL_WORDS.get(receipt.outcome, "Refused")
+                ),
+                revision=served.get("revision"),
+                freshness=FRESHNESS_LABELS.get(state, "") if state else "",
+                recheck=outcomes.get(recheck.get("outcome", ""), "") if recheck else "not rechecked by this read",
+            )
+        )
     return rows

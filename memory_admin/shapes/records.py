@@ -333,6 +333,9 @@ class FactSerializer(serializers.Serializer):
     # Set by `GET /facts/current/?session_id=...`: the context load registered for this answer (null when
     # nothing usable was returned, absent without session_id).
     context_load = ContextLoadRefSerializer(allow_null=True, required=False)
+    # Set on every read for acting (`purpose=action`): the signed decision receipt of this answer
+    # (`GET /receipts/{id}/`); a refusal's 409 carries it too. Absent otherwise.
+    receipt_id = serializers.CharField(required=False)
 
     def to_representation(self, instance: FactView) -> dict[str, Any]:
         return fact_payload(instance, *self.context["key"])

@@ -20,10 +20,11 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from deletion.models import DeletionRequest
 from memory_admin.accounts.models import Principal
 from memory_admin.accounts.services import ensure_principal
 from memory_admin.memory.actions import Assertion, assert_fact
-from tests.support import DEADLINE, at, deadline
+from tests.support import DEADLINE, at, deadline, run_purge
 
 PREFIX = "/api/v1"
 ERROR_COMPONENT = "#/components/schemas/Error"
@@ -199,12 +200,16 @@ def test_every_endpoint_answers_in_the_shape_its_schema_describes(
     fact = call("agent", "get", "/facts/current/", 200, query=query)
     assert datetime.fromisoformat(fact["valid_from"]) == current.valid_from and fact["source"]["event_ids"] == []
     call("agent", "get", "/facts/current/", 200, query=query)  # the cached answer has the same shape
-    call("agent", "get", "/facts/current/", 200, query=f"{query}&purpose=action")
+    acted = call("agent", "get", "/facts/current/", 200, query=f"{query}&purpose=action")
+    call("agent", "get", "/receipts/{receipt_id}/", 200, receipt_id=acted["receipt_id"])
+    call("other_agent", "get", "/receipts/{receipt_id}/", 404, receipt_id=acted["receipt_id"])
     call("agent", "get", "/facts/current/", 200, query=f"{query}&valid_at={at(10, 21).isoformat().replace('+', '%2B')}")
     price = "?project_id=project-a&subject_id=product-x&predicate=unit_price"
     disputed_fact = call("agent", "get", "/facts/current/", 200, query=price)
     assert len(disputed_fact["candidates"]) == 2 and disputed_fact["value"] is None
-    assert call("agent", "get", "/facts/current/", 409, query=f"{price}&purpose=action")["code"] == "fact_disputed"
+    refused = call("agent", "get", "/facts/current/", 409, query=f"{price}&purpose=action")
+    assert refused["code"] == "fact_disputed"
+    call("owner", "get", "/receipts/{receipt_id}/", 200, receipt_id=refused["receipt_id"])
     call("agent", "get", "/facts/current/", 404, query="?project_id=project-a&subject_id=nobody&predicate=x")
 
     # Disputes.
@@ -319,6 +324,11 @@ def test_every_endpoint_answers_in_the_shape_its_schema_describes(
     call("compliance", "get", "/deletion-requests/", 200)
     call("compliance", "get", "/deletion-requests/{request_id}/", 200, request_id=filed["id"])
     call("compliance", "post", "/deletion-requests/{request_id}/retry/", 202, request_id=filed["id"])
+    # The signed certificate: refused until the purge is confirmed, then issued.
+    certificate = "/deletion-requests/{request_id}/certificate/"
+    call("compliance", "get", certificate, 409, request_id=filed["id"])
+    run_purge(DeletionRequest.objects.get(public_id=filed["id"]))
+    assert call("compliance", "get", certificate, 200, request_id=filed["id"])["signature"]
     # A whole predicate waits for a second compliance person.
     wide = call("compliance", "post", "/deletion-requests/", 202, {**scope, "scope": {"predicate": "note"}})
     assert wide["state"] == "awaiting_approval"

@@ -41,7 +41,7 @@ from memory_admin.accounts.services import ensure_principal
 from memory_admin.derived.models import Event, Invalidation, ScheduledAction, Summary
 from memory_admin.derived.tasks import embed_summaries, refresh_record_vectors
 from memory_admin.derived.vectors import get_index, sql_str
-from memory_admin.memory.models import AuditEvent, Dispute, MemoryRecord, RecheckAttempt
+from memory_admin.memory.models import AuditEvent, DecisionReceipt, Dispute, MemoryRecord, RecheckAttempt
 from tests.support import at
 
 PROJECT = "project-a"
@@ -307,6 +307,14 @@ def plant(api: Any, agent: Any, other_agent: Any, owner: Any, marker: str) -> di
     # The cache: a current answer.
     answer = ok(a.get("/api/v1/facts/current/", {"project_id": PROJECT, "subject_id": SUBJECT, "predicate": "phone"}))
     assert marker in str(answer["value"])
+    # A read for acting: its decision receipt keeps the value served (memory.receipts).
+    acted = ok(
+        a.get(
+            "/api/v1/facts/current/",
+            {"project_id": PROJECT, "subject_id": SUBJECT, "predicate": "phone", "purpose": "action"},
+        )
+    )
+    assert acted["receipt_id"]
     # An export of the project (the dashboard's door).
     dashboard = Client()
     dashboard.force_login(owner)
@@ -346,7 +354,17 @@ def test_a_deleted_subject_s_marker_is_found_nowhere_after_the_purge(
     record_property("scan_before", before.report())
     tables = {
         m: m._meta.db_table
-        for m in (MemoryRecord, AuditEvent, Event, Summary, ScheduledAction, Invalidation, RecheckAttempt, Dispute)
+        for m in (
+            MemoryRecord,
+            AuditEvent,
+            Event,
+            Summary,
+            ScheduledAction,
+            Invalidation,
+            RecheckAttempt,
+            Dispute,
+            DecisionReceipt,
+        )
     }
     planted_in = {
         f"db {tables[MemoryRecord]}.value",
@@ -359,6 +377,7 @@ def test_a_deleted_subject_s_marker_is_found_nowhere_after_the_purge(
         f"db {tables[Invalidation]}.reason",
         f"db {tables[RecheckAttempt]}.observed_value",
         f"db {tables[Dispute]}.resolution_reason",
+        f"db {tables[DecisionReceipt]}.disclosure",
         "cache",
         "vectors rows (every version)",
         "vectors current version",
@@ -405,6 +424,7 @@ def test_a_deleted_subject_s_marker_is_found_nowhere_after_the_purge(
             "exports",
             "contexts",
             "disputes",
+            "receipts",
             "backups",
         ],
         "verified",

@@ -11,8 +11,9 @@ from deletion.tasks import purge_store
 from memory_admin.derived import lineage
 from memory_admin.derived.lineage import BaseRef
 from memory_admin.derived.models import Event, Summary
+from memory_admin.memory import receipts
 from memory_admin.memory.actions import assert_fact
-from memory_admin.memory.models import AuditEvent, MemoryRecord
+from memory_admin.memory.models import AuditEvent, DecisionReceipt, MemoryRecord
 from tests.support import DEADLINE, at, deadline
 
 SUBJECT = DEADLINE["subject_id"]
@@ -48,6 +49,8 @@ def test_a_restored_backup_does_not_bring_deleted_content_back(api, agent, compl
         ),
     ).record
     lineage.create_summary(agent, project_id="project-a", text="Due Oct 30", bases=[BaseRef(record.memory_id, 1)])
+    _, receipt = receipts.read_for_action(agent, *DEADLINE.values())  # a receipt disclosing the value served
+    assert receipt.disclosure is not None
     backup = take_backup(retention_days=30)  # taken before the deletion: it holds the subject
 
     response = api(compliance).post(
@@ -73,6 +76,8 @@ def test_a_restored_backup_does_not_bring_deleted_content_back(api, agent, compl
     assert not Summary.objects.filter(text="Due Oct 30").exists()
     assert all(SUBJECT not in e.text for e in Event.objects.all())
     assert AuditEvent.objects.filter(object_id=record.memory_id, redacted_at__isnull=True).count() == 0
+    restored = DecisionReceipt.objects.get(pk=receipt.pk)  # the receipt stays, its value erased again
+    assert restored.disclosure is None and restored.document == receipt.document
     # And the restored database still refuses the deleted value.
     again = api(agent).post(
         "/api/v1/records/",

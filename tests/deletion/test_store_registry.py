@@ -44,6 +44,7 @@ PRODUCT_ORDER = [
     "exports",
     "contexts",
     "disputes",
+    "receipts",
     "backups",
 ]
 
@@ -108,7 +109,7 @@ def test_the_registry_holds_one_store_per_module_in_the_products_order():
     assert modules == set(PRODUCT_ORDER)
     assert {type(s).__module__ for s in stores.registered().values()} == {f"deletion.stores.{m}" for m in modules}
     # The stores a restore replays, in the order the replay ran them before they were a property of a store.
-    assert list(stores.replayed()) == ["records", "logs", "summaries", "caches"]
+    assert list(stores.replayed()) == ["records", "logs", "summaries", "caches", "receipts"]
 
 
 def test_no_list_of_store_names_exists_outside_the_stores():
@@ -191,7 +192,7 @@ def test_a_replayed_store_is_run_by_a_restore_with_plain_values(agent, probe, se
     result = replay_tombstones()
 
     assert result["tombstones_replayed"] == 2
-    assert list(result["purged"]) == ["records", "logs", "summaries", "caches", "probe"]
+    assert list(result["purged"]) == ["records", "logs", "summaries", "caches", "receipts", "probe"]
     assert result["purged"]["records"] == 2 and result["purged"]["probe"] == 2
     assert probe.stages == ["find", "purge"]
     job = probe.jobs[0]

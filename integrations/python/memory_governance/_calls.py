@@ -308,3 +308,14 @@ def request_deletion(
 
 def deletion(request_id: str) -> Call[DeletionReport]:
     return Call("GET", f"deletion-requests/{_seg(request_id)}/")
+
+
+def deletion_certificate(request_id: str) -> Call[dict[str, Any]]:
+    """The signed deletion certificate (compliance staff; 409 `certificate_not_ready` before the purge is
+    confirmed); verify it offline with `memory_governance.cli` (`memory-governance verify`)."""
+    return Call("GET", f"deletion-requests/{_seg(request_id)}/certificate/")
+
+
+def receipt(receipt_id: str) -> Call[dict[str, Any]]:
+    """A decision receipt of a read for acting (the reader, owners and compliance staff)."""
+    return Call("GET", f"receipts/{_seg(receipt_id)}/")

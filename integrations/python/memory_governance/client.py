@@ -301,6 +301,14 @@ class Client:
     def deletion(self, request_id: str) -> DeletionReport:
         return self.send(_calls.deletion(request_id))
 
+    def deletion_certificate(self, request_id: str) -> dict[str, Any]:
+        """The signed certificate of a purge-confirmed deletion (compliance staff)."""
+        return self.send(_calls.deletion_certificate(request_id))
+
+    def receipt(self, receipt_id: str) -> dict[str, Any]:
+        """The signed decision receipt a read for acting returned as `receipt_id`."""
+        return self.send(_calls.receipt(receipt_id))
+
 
 class AsyncClient:
     """The async twin of `Client`: the same methods, awaited; `records`/`disputes` are async iterators."""
@@ -524,3 +532,9 @@ class AsyncClient:
 
     async def deletion(self, request_id: str) -> DeletionReport:
         return await self.send(_calls.deletion(request_id))
+
+    async def deletion_certificate(self, request_id: str) -> dict[str, Any]:
+        return await self.send(_calls.deletion_certificate(request_id))
+
+    async def receipt(self, receipt_id: str) -> dict[str, Any]:
+        return await self.send(_calls.receipt(receipt_id))

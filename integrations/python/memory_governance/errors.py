@@ -61,6 +61,11 @@ class Conflict(ApiError):
 
     code = "conflict"
 
+    @property
+    def receipt_id(self) -> str | None:
+        """A refused read for acting (`recheck_required`, `fact_disputed`): its signed decision receipt."""
+        return cast("str | None", self.payload.get("receipt_id"))
+
 
 class RevisionConflict(Conflict):
     """409 `revision_conflict`: `expected_revision` is stale. `current` is the fact's current record (the

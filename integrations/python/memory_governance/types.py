@@ -115,6 +115,8 @@ class Fact(TypedDict):
     # With `session_id` (servers that register on read): the context load of this answer, null when nothing
     # usable was returned. Absent without session_id, or from an older server.
     context_load: NotRequired[ContextLoadRef | None]
+    # With `purpose="action"`: the signed decision receipt of this read (`Client.receipt`). Absent otherwise.
+    receipt_id: NotRequired[str]
 
 
 class ContextLoadRef(TypedDict):

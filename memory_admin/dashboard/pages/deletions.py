@@ -14,7 +14,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from deletion import selectors, service
+from deletion import certificates, selectors, service
 from deletion.models import DeletionRequest, StoreProgress
 from deletion.stores import STORES
 from memory_admin.accounts.models import Principal
@@ -145,6 +145,9 @@ def _detail_context(principal: Principal, deletion: DeletionRequest) -> dict[str
         # is offered where a store failed (pending and waiting stores need no person to act).
         "can_act": service.may_act(principal),
         "can_retry": service.can_retry(deletion) and bool(failed),
+        # The signed certificate: compliance staff, once the purge is confirmed (deletion.certificates).
+        "can_certify": certificates.may_read_certificate(principal)
+        and deletion.state == DeletionRequest.State.PURGE_CONFIRMED,
         "in_progress": deletion.purge_confirmed_at is None
         and deletion.state not in (DeletionRequest.State.CANCELLED, DeletionRequest.State.AWAITING_APPROVAL),
     }
@@ -274,7 +277,26 @@ def request_report(request: HttpRequest, public_id: str) -> HttpResponse:
         response = JsonResponse(report, json_dumps_params={"indent": 2, "ensure_ascii": False})
         response["Content-Disposition"] = f'attachment; filename="{deletion.public_id}.json"'
         return response
-    return render(request, "dashboard/deletion_report.html", _detail_context(principal, deletion))
+    context = _detail_context(principal, deletion)
+    if context["can_certify"]:
+        # The printable report names the certificate it matches: its key and signature (the same document as
+        # the download: built from the same rows, and Ed25519 signs deterministically).
+        context["certificate"] = certificates.certificate(principal, deletion.public_id)
+    return render(request, "dashboard/deletion_report.html", context)
+
+
+@page(nav.DELETIONS)
+def request_certificate(request: HttpRequest, public_id: str) -> HttpResponse:
+    """The signed deletion certificate as a JSON file (compliance staff, once the purge is confirmed)."""
+    principal = principal_of(request)
+    try:
+        certificate = certificates.certificate(principal, public_id)
+    except certificates.CertificateNotReady as exc:
+        messages.error(request, exc.detail)
+        return redirect_back(request, reverse("dashboard:deletion", args=[public_id]))
+    response = JsonResponse(certificate, json_dumps_params={"indent": 2, "ensure_ascii": False})
+    response["Content-Disposition"] = f'attachment; filename="{public_id}-certificate.json"'
+    return response
 
 
 @page(nav.DELETIONS)

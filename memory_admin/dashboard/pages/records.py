@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.db import transaction
 from django.db.models import Q
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
@@ -43,7 +43,7 @@ from memory_admin.dashboard.helpers import (
 from memory_admin.dashboard.nav import page
 from memory_admin.dashboard.templatetags.dashboard import RECORD_ROW_COLUMNS, RecordRow
 from memory_admin.derived.dependants import dependants_of
-from memory_admin.memory import actions, reads, rechecks, stats, validation
+from memory_admin.memory import actions, reads, receipts, rechecks, stats, validation
 from memory_admin.memory import selectors as memory_selectors
 from memory_admin.memory.errors import DomainError, Forbidden, NotFound
 from memory_admin.memory.filters import RecordFilter
@@ -518,6 +518,9 @@ def fact(request: HttpRequest) -> HttpResponse:
         # "Recheck now" is offered only when the server can fetch the field's canonical source itself.
         "can_fetch": rechecks.can_fetch(policy),
         "attempts": attempts,
+        # Every read for acting on this fact, answered or refused (templates/dashboard/_receipts.html).
+        "receipts": memory_selectors.fact_receipts(principal, project, subject, predicate),
+        "can_read_all_receipts": receipts.may_read_any(principal),
         "derived": dependants_of(chain),
         "can_curate": principal.can_curate,
         "can_request_deletion": deletion_service.may_act(principal),
@@ -622,3 +625,13 @@ def exclude(request: HttpRequest, memory_id: str) -> HttpResponse:
 @require_POST
 def expire(request: HttpRequest, memory_id: str) -> HttpResponse:
     return _record_operation(request, memory_id, "expire", "has expired and is kept as history")
+
+
+@page(nav.RECORDS)
+def receipt(request: HttpRequest, receipt_id: str) -> HttpResponse:
+    """A decision receipt as a JSON file, for an auditor to keep or verify offline (`memory-governance verify`):
+    owners and compliance staff any of the tenant's, others their own (404 otherwise)."""
+    found = receipts.get_receipt(principal_of(request), receipt_id)
+    response = JsonResponse(receipts.as_document(found), json_dumps_params={"indent": 2, "ensure_ascii": False})
+    response["Content-Disposition"] = f'attachment; filename="{found.public_id}.json"'
+    return response

@@ -24,6 +24,6 @@ def drop(apps: Any, schema_editor: Any) -> None:
 
 
 class Migration(migrations.Migration):
-    dependencies = [("memory", "0017_audit_hash_chain")]
+    dependencies = [("memory", "0018_decision_receipts")]
 
     operations = [migrations.RunPython(create, drop)]
