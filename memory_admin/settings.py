@@ -305,6 +305,11 @@ VECTOR_ANN_SUB_VECTORS = envint("VECTOR_ANN_SUB_VECTORS", 0, minimum=0)
 FACT_CACHE_SECONDS = envint("FACT_CACHE_SECONDS", 300)
 
 # --- Deletion -------------------------------------------------------------------------------------
+# Crypto-shredding (docs/security.md, "Sealed values"): values, and texts written about them, stored sealed under a
+# per-fact data key kept in a key store apart from the database (KEYSTORE_PATH, KEYSTORE_KEK; lib.keystore). On by
+# default on both backends; SEALING=0 writes new values in clear (reads still open sealed ones).
+SEALING_ENABLED = envbool("SEALING", True)
+
 BACKUP_DIR = Path(envstr("BACKUP_DIR", str(VAR_DIR / "backups")))
 BACKUP_RETENTION_DAYS = envint("BACKUP_RETENTION_DAYS", 35)
 # Fault drills only: the purge task pauses this long between purging and verifying a store.

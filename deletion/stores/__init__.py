@@ -54,6 +54,7 @@ def _builtins(stores: Registry[Store]) -> None:
         disputes,
         embeddings,
         exports,
+        keys,
         logs,
         records,
         scheduled_actions,
@@ -69,6 +70,7 @@ def _builtins(stores: Registry[Store]) -> None:
     stores.register(exports.ExportsStore())
     stores.register(contexts.ContextsStore())
     stores.register(disputes.DisputesStore())
+    stores.register(keys.KeysStore())
     stores.register(backups.BackupsStore())
 
 

@@ -14,7 +14,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models, transaction
 
 from memory_admin.accounts.models import Principal, Tenant
-from memory_admin.lib import rows
+from memory_admin.lib import rows, sealing
 from memory_admin.memory.models import AuditEvent, MemoryRecord
 
 
@@ -206,14 +206,34 @@ class Event:
     before: dict[str, Any] | None = None
     after: dict[str, Any] | None = None
     reason: str = ""
+    # The fact the event is about (a record's, a dispute's): its snapshots' values and its reason are stored sealed
+    # under the fact's data key (`stored`), so a deletion that destroys the key leaves no readable copy.
+    fact: sealing.Fact | None = None
+
+    def stored(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str]:
+        """before, after and reason as the row keeps them: sealed under the fact's key when there is one."""
+        return stored_form(self.before, self.after, self.reason, self.fact)
+
+
+def stored_form(
+    before: dict[str, Any] | None, after: dict[str, Any] | None, reason: str, fact: sealing.Fact | None
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str]:
+    """An audit event's snapshots and reason as stored: about a fact, and with sealing on, the snapshots' values
+    (`sealing.SNAPSHOT_KEYS`) and the reason sealed under the fact's data key; otherwise as they are."""
+    if fact is None or not sealing.enabled():
+        return before, after, reason
+    sealed_reason = sealing.seal_text(reason, fact, "audit.reason") if reason else reason
+    return sealing.seal_snapshot(before, fact), sealing.seal_snapshot(after, fact), sealed_reason
 
 
 def record_events(events: list[Event], *, tenant: Tenant | int, at: datetime) -> None:
     """Write several events of one change in a single INSERT (rows.insert_many: bulk_create's statement, its SQL
     not compiled anew on every write)."""
     tenant_id = tenant if isinstance(tenant, int) else tenant.pk
-    rows.insert_many(
-        [
+    built = []
+    for e in events:
+        before, after, reason = e.stored()
+        built.append(
             rows.build(
                 AuditEvent,
                 {
@@ -224,14 +244,13 @@ def record_events(events: list[Event], *, tenant: Tenant | int, at: datetime) ->
                     "action": e.action,
                     "object_type": e.object_type,
                     "object_id": e.object_id,
-                    "before": e.before,
-                    "after": e.after,
-                    "reason": e.reason,
+                    "before": before,
+                    "after": after,
+                    "reason": reason,
                 },
             )
-            for e in events
-        ]
-    )
+        )
+    rows.insert_many(built)
 
 
 def record_event(
@@ -245,7 +264,10 @@ def record_event(
     after: dict[str, Any] | None = None,
     reason: str = "",
     at: datetime | None = None,
+    fact: sealing.Fact | None = None,
 ) -> AuditEvent:
+    """Write one event; with `fact`, its snapshots' values and reason are stored sealed (`stored_form`)."""
+    before, after, reason = stored_form(before, after, reason, fact)
     kwargs: dict[str, Any] = {}
     if at is not None:
         kwargs["at"] = at
@@ -277,6 +299,7 @@ def changing[T](
     object_id: str = "",
     snapshot_of: Callable[[T], dict[str, Any]] | None = None,
     into: list[Event] | None = None,
+    fact: sealing.Fact | None = None,
 ) -> Iterator[Event]:
     """Audit the change the block makes to `obj`, in the change's transaction:
 
@@ -294,7 +317,12 @@ def changing[T](
     caller's transaction (no savepoint, no extra statement), which an exception marks for rollback, or in one of
     its own when the caller has none.
     With `into`, the caller writes the events, so they and the change share the caller's transaction.
+
+    An object about a fact (one with `sealing_fact()`: a record, a dispute, an expiry request), or a `fact` given,
+    has the event's snapshots' values and reason stored sealed under the fact's data key (`Event.stored`).
     """
+    if fact is None:
+        fact = sealing.fact_of(obj)
     if isinstance(obj, MemoryRecord):
         tenant = obj.tenant_id if tenant is None else tenant
         object_type = object_type or "record"
@@ -309,6 +337,7 @@ def changing[T](
         object_id=object_id,
         before=snapshot_of(obj) if snapshot_of else None,
         reason=reason,
+        fact=fact,
     )
     if into is not None:
         # The caller writes the events it collects, in its own transaction (memory.batch: many in one INSERT).
@@ -334,4 +363,5 @@ def changing[T](
             after=event.after,
             reason=event.reason,
             at=at,
+            fact=event.fact,
         )

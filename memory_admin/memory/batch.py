@@ -41,7 +41,7 @@ from django.db.models import Field, Max, Q
 from django.utils import timezone
 
 from memory_admin.accounts.models import Principal, Tenant
-from memory_admin.lib import rows
+from memory_admin.lib import rows, sealing
 from memory_admin.memory import audit, hooks, stats
 from memory_admin.memory.actions import (
     Assertion,
@@ -544,7 +544,8 @@ def _update_rows(records: list[MemoryRecord], names: list[str]) -> None:
         if MemoryRecord.superseded_by.is_cached(record) and record.superseded_by is not None:
             record.superseded_by_id = record.superseded_by.pk
     if connection.vendor != "postgresql":
-        MemoryRecord.objects.bulk_update(records, names)
+        with sealing.stored_values(records, names):  # bulk_update writes attributes as they are: sealed first
+            MemoryRecord.objects.bulk_update(records, names)
         return
     attnames = [cast("Field[Any, Any]", MemoryRecord._meta.get_field(name)).attname for name in names]
     stats.update_objects_counted(records, attnames)
@@ -556,6 +557,7 @@ def _record_events(events: list[audit.Event], tenant_id: int, at: datetime) -> N
     if connection.vendor != "postgresql":
         audit.record_events(events, tenant=tenant_id, at=at)
         return
+    stored = [e.stored() for e in events]  # sealed under each event's fact (memory.audit)
     actor_names = {}
     for e in events:
         if e.actor is not None and e.actor.pk not in actor_names:
@@ -570,9 +572,9 @@ def _record_events(events: list[audit.Event], tenant_id: int, at: datetime) -> N
             "action": [str(e.action) for e in events],
             "object_type": [e.object_type for e in events],
             "object_id": [e.object_id for e in events],
-            "before": [e.before for e in events],
-            "after": [e.after for e in events],
-            "reason": [e.reason for e in events],
+            "before": [before for before, _, _ in stored],
+            "after": [after for _, after, _ in stored],
+            "reason": [reason for _, _, reason in stored],
         },
     )
 

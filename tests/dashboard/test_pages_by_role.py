@@ -275,7 +275,7 @@ def test_bulk_expire_applies_all_or_nothing(owner, moved_deadline, many_records)
 
 def test_an_owner_resolves_the_dispute_from_the_queue(owner, agent, price_dispute):
     client = signed_in(owner)
-    winner = price_dispute.candidates.get(value=1350).memory_id
+    winner = next(c for c in price_dispute.candidates.all() if c.value == 1350).memory_id
     missing = client.post(
         f"/disputes/{price_dispute.public_id}/resolve/", {"winner": winner, "reason": ""}, follow=True
     )

@@ -146,6 +146,7 @@ def test_the_purge_reaches_every_store_and_sets_the_stages_in_order(api, complia
             "exports",
             "contexts",
             "disputes",
+            "keys",
             "backups",
         ],
         "verified",

@@ -44,6 +44,7 @@ PRODUCT_ORDER = [
     "exports",
     "contexts",
     "disputes",
+    "keys",
     "backups",
 ]
 
