@@ -132,9 +132,10 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the web server and the worker read while one writes; IMMEDIATE takes the write lock
-    # at BEGIN so two writers queue up instead of failing half-way through a transaction.
+    # at BEGIN so two writers queue up instead of failing half-way through a transaction. secure_delete: a deleted
+    # row's bytes are overwritten with zeros (docs/security.md, "Sealed values": what stays in the files).
     DATABASES["default"]["OPTIONS"] = {
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA secure_delete=ON;",
         "transaction_mode": "IMMEDIATE",
         "timeout": 20,
     }

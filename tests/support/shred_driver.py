@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -99,7 +100,7 @@ def read(subject: str) -> dict[str, Any]:
     records = MemoryRecord.all_objects.filter(subject_id=subject)
     table = MemoryRecord._meta.db_table
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT CAST(value AS TEXT) FROM {table} WHERE subject_id = %s", [subject])  # noqa: S608
+        cursor.execute(f"SELECT CAST(value AS TEXT) FROM {table} WHERE subject_id = %s", [subject])
         stored = [json.loads(row[0]) for row in cursor.fetchall()]
     opened, refused = 0, []
     for item in stored:
@@ -124,7 +125,8 @@ def read(subject: str) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     _setup()
     phase, *args = argv
-    result = {"plant": plant, "delete": delete, "read": read}[phase](*args)
+    phases: dict[str, Callable[..., dict[str, Any]]] = {"plant": plant, "delete": delete, "read": read}
+    result = phases[phase](*args)
     print(json.dumps(result, default=str))
     return 0
 
