@@ -26,6 +26,7 @@ import os
 import secrets
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -105,6 +106,7 @@ def reset_cache() -> None:
     global _kek
     with _lock:
         _kek = None
+    _open_cache.clear()
     connection = getattr(_local, "connection", None)
     if connection is not None:
         connection[1].close()
@@ -212,6 +214,29 @@ def key_by_id(key_id: str) -> bytes | None:
     return None if row is None else _unwrap(key_id, bytes(row[0]))
 
 
+# Opened keys a process keeps for reads (`opening_key`): at most OPEN_CACHE_SIZE, each for OPEN_CACHE_SECONDS. A key
+# destroyed by another process may still open a row here for that long; the rows a deletion covers are hidden from
+# reads from its acceptance, and the copies on disk are what the destruction protects. The deletion's proof reads
+# the store itself (`key_by_id`), never this cache.
+OPEN_CACHE_SECONDS = 30.0
+OPEN_CACHE_SIZE = 4096
+_open_cache: dict[str, tuple[float, bytes]] = {}
+
+
+def opening_key(key_id: str) -> bytes | None:
+    """`key_by_id` for reads, remembered for OPEN_CACHE_SECONDS (a page of 50 sealed records is 50 keys)."""
+    now = time.monotonic()
+    held = _open_cache.get(key_id)
+    if held is not None and held[0] > now:
+        return held[1]
+    key = key_by_id(key_id)
+    if key is not None:
+        if len(_open_cache) >= OPEN_CACHE_SIZE:
+            _open_cache.clear()
+        _open_cache[key_id] = (now + OPEN_CACHE_SECONDS, key)
+    return key
+
+
 def keys_by_id(key_ids: Iterable[str]) -> dict[str, bytes]:
     """The data keys among `key_ids` that still exist (one statement per 500)."""
     found: dict[str, bytes] = {}
@@ -263,6 +288,7 @@ def destroy(selection: Selection) -> int:
     where, params = selection._where()
     connection = _connect()
     destroyed = connection.execute(f"DELETE FROM data_key WHERE {where}", params).rowcount
+    _open_cache.clear()
     if destroyed:
         rewrite()
     return int(destroyed)
@@ -296,6 +322,8 @@ def destroy_ids(key_ids: Iterable[str]) -> int:
     for chunk in _chunks(key_ids):
         marks = ",".join("?" * len(chunk))
         destroyed += connection.execute(f"DELETE FROM data_key WHERE key_id IN ({marks})", chunk).rowcount
+        for key_id in chunk:
+            _open_cache.pop(key_id, None)
     if destroyed:
         rewrite()
     return destroyed

@@ -107,10 +107,12 @@ def parse_envelope(envelope: str) -> tuple[int, str, bytes]:
         raise KeyDestroyed("not a sealed envelope") from None
 
 
-def open_envelope(envelope: str, purpose: str, *, key: bytes | None = None) -> bytes:
-    """The plain bytes of `envelope`; KeyDestroyed when its key is gone (or it was altered or moved)."""
+def open_envelope(envelope: str, purpose: str, *, cached: bool = False) -> bytes:
+    """The plain bytes of `envelope`; KeyDestroyed when its key is gone (or it was altered or moved). The reads of
+    the model fields take the key from the process's short-lived cache (`cached`, keystore.opening_key); a proof
+    asks the key store itself."""
     tenant_id, key_id, data = parse_envelope(envelope)
-    key = key if key is not None else keystore.key_by_id(key_id)
+    key = keystore.opening_key(key_id) if cached else keystore.key_by_id(key_id)
     if key is None:
         raise KeyDestroyed(f"data key {key_id} was destroyed")
     try:
@@ -141,7 +143,7 @@ def open_json(stored: Any, purpose: str) -> Any:
     """A JSON column's value as stored → the plain value (unsealed values are returned as they are)."""
     if type(stored) is dict and len(stored) == 1 and JSON_MARK in stored:
         try:
-            return json.loads(open_envelope(str(stored[JSON_MARK]), purpose))
+            return json.loads(open_envelope(str(stored[JSON_MARK]), purpose, cached=True))
         except KeyDestroyed:
             return dict(ERASED_VALUE)
     return stored
@@ -150,7 +152,7 @@ def open_json(stored: Any, purpose: str) -> Any:
 def open_text(stored: Any, purpose: str) -> Any:
     if isinstance(stored, str) and stored.startswith(TEXT_MARK):
         try:
-            return open_envelope(stored[len(TEXT_MARK) :], purpose).decode("utf-8")
+            return open_envelope(stored[len(TEXT_MARK) :], purpose, cached=True).decode("utf-8")
         except KeyDestroyed:
             return ERASED_TEXT
     return stored

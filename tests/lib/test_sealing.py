@@ -136,3 +136,43 @@ def test_with_sealing_off_values_are_stored_in_clear_and_still_read(store: Path,
         cursor.execute("SELECT CAST(value AS TEXT) FROM memory_memoryrecord WHERE id = %s", [record.pk])
         assert "carol@example.com" in cursor.fetchone()[0]
     assert record.value == "carol@example.com"
+
+
+@pytest.mark.django_db
+def test_seal_values_seals_rows_written_in_clear_and_leaves_sealed_ones(store: Path, agent, api) -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from memory_admin.memory.models import MemoryRecord
+
+    def post(subject: str) -> str:
+        body = {
+            "project_id": "project-a",
+            "subject_id": subject,
+            "predicate": "email",
+            "value": f"{subject}@example.com",
+            "valid_from": "2026-10-01T00:00:00Z",
+            "source": {"canonical_ref": "crm:3", "revision": "1"},
+        }
+        return str(api(agent).post("/api/v1/records/", body, format="json").json()["memory_id"])
+
+    with override_settings(SEALING_ENABLED=False):
+        clear = post("dora")
+    sealed = post("erin")
+
+    def stored(memory_id: str) -> str:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT CAST(value AS TEXT) FROM memory_memoryrecord WHERE memory_id = %s", [memory_id])
+            return str(cursor.fetchone()[0])
+
+    before_sealed = stored(sealed)
+    out = StringIO()
+    call_command("seal_values", "--dry-run", stdout=out)
+    assert "memory_memoryrecord: 1 in clear" in out.getvalue()
+    call_command("seal_values", stdout=out)
+    assert "dora@example.com" not in stored(clear) and stored(sealed) == before_sealed
+    assert MemoryRecord.objects.get(memory_id=clear).value == "dora@example.com"
+    out = StringIO()
+    call_command("seal_values", "--dry-run", stdout=out)
+    assert "memory_memoryrecord: 0 in clear" in out.getvalue()
