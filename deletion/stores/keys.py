@@ -111,6 +111,25 @@ class KeysStore(Store):
         return Verification(remaining, evidence)
 
 
+def _item_selections(tenant_id: int, kind: str, keyed: list[list[Any]]) -> list[keystore.Selection]:
+    """The keys of derived items (`sealing.item_fact`): [project id, public id] pairs, by project."""
+    by_project: dict[int, list[tuple[str, str]]] = {}
+    for project_id, public_id in keyed:
+        fact = sealing.item_fact(tenant_id, int(project_id), kind, str(public_id))
+        if fact is not None:
+            by_project.setdefault(fact.project_id, []).append((fact.subject_id, fact.predicate))
+    return [keystore.Selection(tenant_id, p, facts=tuple(facts)) for p, facts in by_project.items()]
+
+
+def destroy_item_keys(tenant_id: int, kind: str, keyed: list[list[Any]]) -> int:
+    """Destroy the keys of the derived items `keyed` (summaries, planned actions a deletion removed or blanked)."""
+    return sum(keystore.destroy(selection) for selection in _item_selections(tenant_id, kind, keyed))
+
+
+def item_keys_remaining(tenant_id: int, kind: str, keyed: list[list[Any]]) -> int:
+    return sum(keystore.count(selection) for selection in _item_selections(tenant_id, kind, keyed))
+
+
 def _wholly_in_scope(scope: Scope, facts: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """The facts whose every revision is in a memory-ids scope, and the others."""
     in_scope = Counter((r.subject_id, r.predicate) for r in scope.records)

@@ -181,6 +181,12 @@ def open_snapshot(stored: Any) -> Any:
     return opened if opened is not None else stored
 
 
+def item_fact(tenant_id: int, project_id: int, kind: str, public_id: str) -> Fact | None:
+    """The key of a derived item built from several facts (a summary, a planned action): one of its own, destroyed
+    when a deletion removes or blanks the item. Its "subject" begins with a control character no subject id has."""
+    return Fact(tenant_id, project_id, f"{TEXT_MARK}{kind}:{public_id}", "") if public_id else None
+
+
 def fact_of(obj: Any) -> Fact | None:
     method = getattr(obj, "sealing_fact", None)
     return method() if method is not None else None

@@ -4,7 +4,8 @@ before the deletion.
 On a throwaway PostgreSQL cluster of its own (initdb and pg_ctl, a free loopback port, a temporary directory,
 stopped and removed afterwards), the product is migrated and driven in separate processes
 (tests/support/shred_driver.py). A unique e-mail-like marker is planted for a subject (its value, a second source's
-value, a dispute and the person's reason quoting it, the audit events); a dump is taken; the subject is deleted to
+value, a dispute and the person's reason quoting it, the audit events, a summary and a planned action built on it); a
+dump is taken; the subject is deleted to
 purge_confirmed; after a CHECKPOINT the cluster's files (base/ and pg_wal/) are read byte by byte. The marker must
 be in none of them, nor in the dump; and the dump, restored into a fresh database, holds ciphertext whose key is
 gone: nothing opens it.
@@ -148,6 +149,7 @@ def test_after_the_purge_no_copy_of_a_sealed_value_is_readable(cluster: Cluster,
     # Reads open the sealed values (and the person's reason); the stored bytes are envelopes.
     assert f"{marker}@example.com" in live["values"] and live["sealed"] == 2 and live["opened"] == 2, live
     assert any(marker in r for r in live["dispute_reasons"]) and marker in json.dumps(live["audit_after"]), live
+    assert marker in live["summaries"][0] and marker in live["payloads"][0]["to"], live
 
     # A backup taken before the deletion (a logical dump here; a base backup holds the same heap bytes).
     dump = cluster.var / "before.sql"
@@ -184,5 +186,7 @@ def test_after_the_purge_no_copy_of_a_sealed_value_is_readable(cluster: Cluster,
     restored = cluster.product("restored", "-m", "tests.support.shred_driver", "read", "person-sealed")
     assert restored["sealed"] == 2 and restored["opened"] == 0 and len(restored["refused"]) == 2, restored
     assert all("destroyed" in r for r in restored["refused"]), restored
-    assert marker not in json.dumps(restored), restored  # values, audit snapshots and reasons read as erased
+    # Values, audit snapshots, reasons, the summary and the planned action's payload read as erased.
+    assert restored["summaries"] and restored["payloads"], restored
+    assert marker not in json.dumps(restored), restored
     assert planted["memory_ids"]

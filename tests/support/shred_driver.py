@@ -32,7 +32,9 @@ def plant(marker: str, subject: str) -> dict[str, Any]:
     from django.utils import timezone
 
     from memory_admin.accounts.services import ensure_principal
-    from memory_admin.memory import actions
+    from memory_admin.derived import lineage
+    from memory_admin.derived.lineage import BaseRef
+    from memory_admin.memory import actions, reads
     from memory_admin.memory.actions import Assertion
 
     owner = ensure_principal(TENANT, "owner", ["owner"], password="x", validate=False)
@@ -64,7 +66,24 @@ def plant(marker: str, subject: str) -> dict[str, Any]:
     actions.resolve_dispute(
         owner, second.dispute.public_id, winner=first.record.memory_id, reason=f"kept {marker}@example.com, the CRM's"
     )
-    return {"memory_ids": [first.record.memory_id, second.record.memory_id], "dispute": second.dispute.public_id}
+    current = reads.current(feed_a, PROJECT, subject, "email")
+    assert current is not None
+    bases = [BaseRef(current.memory_id, current.revision)]
+    summary = lineage.create_summary(feed_a, project_id=PROJECT, text=f"Write to {marker}@example.com.", bases=bases)
+    action = lineage.schedule_action(
+        feed_a,
+        project_id=PROJECT,
+        kind="send_email",
+        payload={"to": f"{marker}@example.com"},
+        due_at=now + timedelta(days=1),
+        bases=bases,
+    )
+    return {
+        "memory_ids": [first.record.memory_id, second.record.memory_id],
+        "dispute": second.dispute.public_id,
+        "summary": summary.public_id,
+        "action": action.public_id,
+    }
 
 
 def delete(subject: str) -> dict[str, Any]:
@@ -94,6 +113,7 @@ def delete(subject: str) -> dict[str, Any]:
 def read(subject: str) -> dict[str, Any]:
     from django.db import connection
 
+    from memory_admin.derived.models import ScheduledAction, Summary
     from memory_admin.lib import sealing
     from memory_admin.memory.models import AuditEvent, Dispute, MemoryRecord
 
@@ -119,6 +139,10 @@ def read(subject: str) -> dict[str, Any]:
         "refused": refused,
         "audit_after": [e for e in AuditEvent.objects.filter(object_id__in=memory_ids).values_list("after", flat=True)],
         "dispute_reasons": list(Dispute.objects.filter(subject_id=subject).values_list("resolution_reason", flat=True)),
+        "summaries": list(Summary.objects.filter(bases__record__subject_id=subject).values_list("text", flat=True)),
+        "payloads": list(
+            ScheduledAction.objects.filter(bases__record__subject_id=subject).values_list("payload", flat=True)
+        ),
     }
 
 
