@@ -69,7 +69,7 @@ class KeysStore(Store):
             "unsealed_records": unsealed,
             "facts_keeping_key": len(shared),
         }
-        return Found(len(key_ids), targets, [f"key {k[:8]}…" for k in key_ids[:5]])
+        return Found(len(key_ids), targets, [f"{len(key_ids)} data key{'s' if len(key_ids) != 1 else ''}"])
 
     def hide(self, job: Job, now: datetime) -> int:
         return keystore.retire(job.targets.get("key_ids", []))

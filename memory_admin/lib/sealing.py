@@ -114,7 +114,7 @@ def open_envelope(envelope: str, purpose: str, *, cached: bool = False) -> bytes
     tenant_id, key_id, data = parse_envelope(envelope)
     key = keystore.opening_key(key_id) if cached else keystore.key_by_id(key_id)
     if key is None:
-        raise KeyDestroyed(f"data key {key_id} was destroyed")
+        raise KeyDestroyed("its data key was destroyed")
     try:
         return AESGCM(key).decrypt(data[:12], data[12:], _aad(tenant_id, key_id, purpose))
     except InvalidTag:
