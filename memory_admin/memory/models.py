@@ -308,8 +308,9 @@ class MemoryRecord(models.Model):
 
     # The recheck engine's claim: a sweep sets it before enqueueing, so two sweeps never take one record.
     recheck_claimed_at = models.DateTimeField(null=True, blank=True)
-    # Set when a recheck needs a person (an ambiguous source, a manual field due); cleared on verification.
-    attention = models.TextField(blank=True)
+    # Set when a recheck needs a person (an ambiguous source, a manual field due); cleared on verification. Sealed
+    # (lib.sealing): it may quote the source's value or a person's note.
+    attention = SealedTextField(blank=True, purpose="record.attention")
 
     # Set when a deletion request hides the record (stage 2); the row itself is purged in stage 3.
     tombstoned_at = models.DateTimeField(null=True, blank=True)
@@ -618,7 +619,7 @@ class RecheckAttempt(models.Model):
     source_revision = models.CharField(max_length=100, blank=True)
     source_ref = models.CharField(max_length=500, blank=True)
     duration_ms = models.PositiveIntegerField(default=0)
-    error = models.TextField(blank=True)
+    error = SealedTextField(blank=True, purpose="recheck.error")
     reporter = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
