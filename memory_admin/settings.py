@@ -133,7 +133,7 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the web server and the worker read while one writes; IMMEDIATE takes the write lock
     # at BEGIN so two writers queue up instead of failing half-way through a transaction. secure_delete: a deleted
-    # row's bytes are overwritten with zeros (docs/security.md, "Sealed values": what stays in the files).
+    # row's bytes are overwritten with zeros (docs/deletion.md, "Sealed values (crypto-shredding)": what stays in the files).
     DATABASES["default"]["OPTIONS"] = {
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA secure_delete=ON;",
         "transaction_mode": "IMMEDIATE",
@@ -306,7 +306,7 @@ VECTOR_ANN_SUB_VECTORS = envint("VECTOR_ANN_SUB_VECTORS", 0, minimum=0)
 FACT_CACHE_SECONDS = envint("FACT_CACHE_SECONDS", 300)
 
 # --- Deletion -------------------------------------------------------------------------------------
-# Crypto-shredding (docs/security.md, "Sealed values"): values, and texts written about them, stored sealed under a
+# Crypto-shredding (docs/deletion.md, "Sealed values (crypto-shredding)"): values, and texts written about them, stored sealed under a
 # per-fact data key kept in a key store apart from the database (KEYSTORE_PATH, KEYSTORE_KEK; lib.keystore). On by
 # default on both backends; SEALING=0 writes new values in clear (reads still open sealed ones).
 SEALING_ENABLED = envbool("SEALING", True)

@@ -1,5 +1,5 @@
 """The data keys of crypto-shredding (issue 35, item 4): one AES-256 key per fact (tenant, project, subject, predicate),
-kept in a store of its own, apart from the main database, its WAL and its backups (docs/security.md, "Sealed values").
+kept in a store of its own, apart from the main database, its WAL and its backups (docs/deletion.md, "Sealed values (crypto-shredding)").
 
 Where the store is:
 - `KEYSTORE_PATH`: a SQLite file (default `VAR_DIR/keys/keys.sqlite3`). Opened with `PRAGMA secure_delete=ON` (SQLite
@@ -284,7 +284,7 @@ def key_ids(selection: Selection) -> list[str]:
 def destroy(selection: Selection) -> int:
     """Delete the selected keys and rewrite the store (`VACUUM`): how many were destroyed. With secure_delete the
     deleted rows' bytes are overwritten at once; VACUUM then rebuilds the file from the live rows only, through a
-    rollback journal that is deleted when it ends. What may remain is described in docs/security.md."""
+    rollback journal that is deleted when it ends. What may remain is described in docs/deletion.md."""
     where, params = selection._where()
     connection = _connect()
     destroyed = connection.execute(f"DELETE FROM data_key WHERE {where}", params).rowcount

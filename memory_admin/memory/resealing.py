@@ -7,7 +7,7 @@ already sealed are left as they are, so a value whose key a deletion destroyed i
 Audit events are immutable (a trigger refuses updates on PostgreSQL): the ones written in clear stay so until a
 deletion redacts them, and are counted. PostgreSQL keeps the old, clear versions of the rows rewritten here as dead
 tuples (and in the WAL and earlier backups) until the space is reused: after sealing an existing database, a
-`VACUUM FULL` of the tables named, and new backups replacing the old, finish the job (docs/security.md).
+`VACUUM FULL` of the tables named, and new backups replacing the old, finish the job (docs/deletion.md).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from memory_admin.memory.resealing import seal_existing
 class Command(BaseCommand):
     help = (
         "Seal values and texts stored in clear (written before crypto-shredding, or with SEALING=0) under their "
-        "facts' data keys; docs/security.md, 'Sealed values'."
+        "facts' data keys; docs/deletion.md, 'Sealed values (crypto-shredding)'."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
