@@ -172,6 +172,13 @@ bench-rls: $(STAMP)
 	app_role=$$(bin/ensure-app-role "$$db_url"); \
 	BENCH_APP_ROLE="$$app_role" DATABASE_URL="$${db_url%/*}/memory_admin_bench_rls" $(PY) bench/link_policies.py $(BENCH_ARGS)
 
+# Sealed values (crypto-shredding): writes and reads with sealing on against off, as ratios (bench/sealing.py).
+.PHONY: bench-sealing
+bench-sealing: $(STAMP)
+	@set -euo pipefail; \
+	db_url=$$(bin/ensure-postgres); \
+	DATABASE_URL="$${db_url%/*}/memory_admin_bench_sealing" $(PY) bench/sealing.py $(BENCH_ARGS)
+
 # Vector search at 1M vectors: ANN index build time, p50/p95 and recall@10 against the exact scan (bench/vectors.py).
 .PHONY: bench-vectors
 bench-vectors: $(STAMP)

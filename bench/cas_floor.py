@@ -111,6 +111,7 @@ def _attrs(tenant_id: int, head: FloorHead, new_memory_id: str, value: str) -> d
 def capture_write(principal: Any, head: FloorHead, value: str) -> Capture:
     """One real supersession of `head` through assert_fact, statement by statement."""
     from django.db import connection
+    from django.test import override_settings
     from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
 
@@ -141,7 +142,14 @@ def capture_write(principal: Any, head: FloorHead, value: str) -> Capture:
         source_revision=_next_source_revision(head),
         expected_revision=head.revision,
     )
-    with CaptureQueriesContext(connection) as queries, connection.execute_wrapper(record):
+    # Captured with sealing off (lib.sealing): the floor is the write's SQL, whose parameters it fills in again for
+    # another fact; a sealed value is an envelope under another fact's key that no fill can rewrite. What sealing
+    # adds to a write is measured by bench/sealing.py (make bench-sealing).
+    with (
+        override_settings(SEALING_ENABLED=False),
+        CaptureQueriesContext(connection) as queries,
+        connection.execute_wrapper(record),
+    ):
         result = assert_fact(principal, assertion)
     attrs = _attrs(int(principal.tenant_id), head, result.record.memory_id, value)
     return Capture(statements, attrs, len(queries.captured_queries), result.outcome.value)

@@ -132,9 +132,10 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the web server and the worker read while one writes; IMMEDIATE takes the write lock
-    # at BEGIN so two writers queue up instead of failing half-way through a transaction.
+    # at BEGIN so two writers queue up instead of failing half-way through a transaction. secure_delete: a deleted
+    # row's bytes are overwritten with zeros (docs/deletion.md, "Sealed values (crypto-shredding)": what stays in the files).
     DATABASES["default"]["OPTIONS"] = {
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA secure_delete=ON;",
         "transaction_mode": "IMMEDIATE",
         "timeout": 20,
     }
@@ -342,6 +343,11 @@ AUDIT_CHECKPOINT_EVERY = envint("AUDIT_CHECKPOINT_EVERY", 1000, minimum=1)
 AUDIT_CHECKPOINT_MINUTES = envint("AUDIT_CHECKPOINT_MINUTES", 60, minimum=1)
 
 # --- Deletion -------------------------------------------------------------------------------------
+# Crypto-shredding (docs/deletion.md, "Sealed values (crypto-shredding)"): values, and texts written about them, stored sealed under a
+# per-fact data key kept in a key store apart from the database (KEYSTORE_PATH, KEYSTORE_KEK; lib.keystore). On by
+# default on both backends; SEALING=0 writes new values in clear (reads still open sealed ones).
+SEALING_ENABLED = envbool("SEALING", True)
+
 BACKUP_DIR = Path(envstr("BACKUP_DIR", str(VAR_DIR / "backups")))
 BACKUP_RETENTION_DAYS = envint("BACKUP_RETENTION_DAYS", 35)
 # Fault drills only: the purge task pauses this long between purging and verifying a store (only the store

@@ -54,6 +54,7 @@ def _builtins(stores: Registry[Store]) -> None:
         disputes,
         embeddings,
         exports,
+        keys,
         logs,
         receipts,
         records,
@@ -71,6 +72,7 @@ def _builtins(stores: Registry[Store]) -> None:
     stores.register(contexts.ContextsStore())
     stores.register(disputes.DisputesStore())
     stores.register(receipts.ReceiptsStore())
+    stores.register(keys.KeysStore())
     stores.register(backups.BackupsStore())
 
 

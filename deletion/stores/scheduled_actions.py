@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from deletion.stores.base import Found, Job, Scope, Store, Verification
+from deletion.stores.keys import destroy_item_keys, item_keys_remaining
 from memory_admin.derived.models import ActionBase, ScheduledAction
 from memory_admin.lib import rows
 
@@ -27,8 +28,11 @@ class ScheduledActionsStore(Store):
         actions = ScheduledAction.objects.filter(
             tenant_id=scope.tenant_id, bases__record_id__in=rows.among(scope.record_ids)
         ).distinct()
-        ids = sorted(actions.values_list("id", flat=True))
-        return Found(len(ids), {"ids": ids}, list(actions.values_list("public_id", flat=True)[:5]))
+        found = sorted(actions.values_list("id", "project_id", "public_id"))
+        ids = [pk for pk, _, _ in found]
+        # `keyed`: whose sealing keys the purge destroys (lib.sealing.item_fact), as [project id, public id].
+        targets = {"ids": ids, "keyed": [[p, public] for _, p, public in found]}
+        return Found(len(ids), targets, list(actions.values_list("public_id", flat=True)[:5]))
 
     def hide_scope(self, scope: Scope, now: datetime) -> int:
         # What `find` targets, joined to the scope's records through the base rows: two UPDATEs, no ids.
@@ -42,20 +46,25 @@ class ScheduledActionsStore(Store):
         )
 
     def purge(self, job: Job) -> int:
-        return (
+        blanked = (
             ScheduledAction.objects.filter(pk__in=rows.among(job.targets["ids"]))
             .exclude(payload=self._redacted(job))
             .update(payload=self._redacted(job), status_reason=job.redaction)
         )
+        # The payloads' old copies (dead tuples, WAL, backups) become ciphertext nobody can open.
+        destroy_item_keys(job.tenant_id, "action", job.targets.get("keyed", []))
+        return blanked
 
     def verify(self, job: Job) -> Verification:
         targets = ScheduledAction.objects.filter(pk__in=rows.among(job.targets["ids"]))
         payloads = targets.exclude(payload=self._redacted(job)).count()
         active = targets.filter(status__in=self.ACTIVE).count()
+        keys = item_keys_remaining(job.tenant_id, "action", job.targets.get("keyed", []))
         return Verification(
-            payloads + active,
+            payloads + active + keys,
             {
-                "check": "target actions cancelled, payload and reason blanked",
+                "check": "target actions cancelled, payload and reason blanked, their sealing keys destroyed",
+                "keys_remaining": keys,
                 "payloads_not_blanked": payloads,
                 "still_active": active,
                 "rows_kept_content_free": targets.count(),

@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from deletion.stores.base import Found, Job, Scope, Store, Verification
+from deletion.stores.keys import destroy_item_keys, item_keys_remaining
 from memory_admin.derived.lineage import REGENERATORS, BaseRef, create_summary, regenerate_from
 from memory_admin.derived.models import Summary, SummaryBase
 from memory_admin.lib import rows
@@ -27,10 +28,12 @@ class SummariesStore(Store):
 
     def find(self, scope: Scope) -> Found:
         summaries = built_on(scope)
-        ids = list(summaries.values_list("id", flat=True))
+        found = list(summaries.values_list("id", "project_id", "public_id"))
+        ids = [pk for pk, _, _ in found]
         return Found(
             len(ids),
-            {"ids": ids, "memory_ids": scope.memory_ids},
+            # `keyed`: whose sealing keys the purge destroys (lib.sealing.item_fact), as [project id, public id].
+            {"ids": ids, "memory_ids": scope.memory_ids, "keyed": [[p, public] for _, p, public in found]},
             list(summaries.values_list("public_id", flat=True)[:5]),
         )
 
@@ -58,6 +61,8 @@ class SummariesStore(Store):
                     bases=[BaseRef(b["memory_id"], b["revision"]) for b in remaining],
                 )
         _, by_model = targets.delete()
+        # Their texts' old copies (dead tuples, WAL, backups) become ciphertext nobody can open.
+        destroy_item_keys(job.tenant_id, "summary", job.targets.get("keyed", []))
         return by_model.get(Summary._meta.label, 0)
 
     def verify(self, job: Job) -> Verification:
@@ -70,11 +75,14 @@ class SummariesStore(Store):
             for s in since.only("public_id", "derived_from")
             if deleted & {b.get("memory_id") for b in s.derived_from}
         ]
+        keys = item_keys_remaining(job.tenant_id, "summary", job.targets.get("keyed", []))
         return Verification(
-            remaining + len(late),
+            remaining + len(late) + keys,
             {
-                "check": "target summaries gone; none written since names a deleted memory",
+                "check": "target summaries gone and their sealing keys destroyed; none written since names a deleted "
+                "memory",
                 "target_rows": remaining,
+                "keys_remaining": keys,
                 "built_on_deleted_since": late[:20],
             },
         )

@@ -13,6 +13,7 @@ from django.db.models import Exists, ExpressionWrapper, F, OuterRef, Q
 from django.utils import timezone
 
 from memory_admin.accounts.models import Tenant
+from memory_admin.lib.sealing import Fact, SealedJSONField, SealedTextField, item_fact
 from memory_admin.memory.models import MemoryRecord, Project, PublicIdModel
 
 # The longest subject id an event can be tagged with (the events API's limit).
@@ -219,7 +220,8 @@ class Summary(PublicIdModel):
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="summaries")
     kind = models.CharField(max_length=50, default="text")
-    text = models.TextField()
+    # Sealed under a key of its own (lib.sealing.item_fact), destroyed when a deletion removes the summary.
+    text = SealedTextField(purpose="summary.text")
     derived_from = models.JSONField(default=list)
     status = models.CharField(max_length=10, choices=Lineage.choices, default=Lineage.CURRENT)
     status_reason = models.TextField(blank=True)
@@ -233,6 +235,9 @@ class Summary(PublicIdModel):
     class Meta:
         verbose_name_plural = "summaries"
         indexes = [models.Index(fields=["tenant", "status", "-id"], name="summary_tenant_status")]
+
+    def sealing_fact(self) -> Fact | None:
+        return item_fact(self.tenant_id, self.project_id, "summary", self.public_id)
 
     def __str__(self) -> str:
         return f"{self.public_id} ({self.status})"
@@ -266,7 +271,8 @@ class ScheduledAction(PublicIdModel):
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="scheduled_actions")
     agent = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     kind = models.CharField(max_length=100)
-    payload = models.JSONField(default=dict, blank=True)
+    # Sealed under a key of its own (lib.sealing.item_fact), destroyed when a deletion blanks the action.
+    payload = SealedJSONField(default=dict, blank=True, purpose="action.payload")
     due_at = models.DateTimeField()
     derived_from = models.JSONField(default=list)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.SCHEDULED)
@@ -276,6 +282,9 @@ class ScheduledAction(PublicIdModel):
 
     class Meta:
         indexes = [models.Index(fields=["tenant", "status", "due_at"], name="action_tenant_status_due")]
+
+    def sealing_fact(self) -> Fact | None:
+        return item_fact(self.tenant_id, self.project_id, "action", self.public_id)
 
     def __str__(self) -> str:
         return f"{self.public_id} {self.kind} ({self.status})"

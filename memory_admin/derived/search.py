@@ -40,6 +40,7 @@ from django.utils import timezone
 from memory_admin.accounts.models import Principal
 from memory_admin.derived.models import PendingVector
 from memory_admin.derived.vectors import get_index
+from memory_admin.lib import sealing
 from memory_admin.memory.models import MemoryRecord, RecordQuerySet
 from memory_admin.memory.reads import FactView, record_views
 
@@ -288,6 +289,8 @@ def pending_matches(tenant_id: int, filters: Filters, q: str, *, limit: int) -> 
         ).filter(pending=True)
     else:
         records = records.filter(pk__in=pending)
+    if sealing.enabled():
+        return _matched_in_python(filters.narrow(records, tenant_id), terms, limit)
     records = filters.narrow(records, tenant_id).annotate(value_text=Cast("value", output_field=TextField()))
     conditions = [_term_condition(t) for t in terms]
     matched = functools.reduce(
@@ -300,6 +303,22 @@ def pending_matches(tenant_id: int, filters: Filters, q: str, *, limit: int) -> 
         .order_by("-matched", "-id")
         .select_related("project", "issuer", "superseded_by")[:limit]
     )
+
+
+def _matched_in_python(records: RecordQuerySet, terms: list[str], limit: int) -> list[MemoryRecord]:
+    """`pending_matches`'s ranking when values are sealed (lib.sealing): the database holds ciphertext, so the
+    pending records (at most PENDING_SCAN) are read, opened, and matched here on the same text — subject,
+    predicate and the value's JSON — case-insensitively."""
+    scored = []
+    for record in records.select_related("project", "issuer", "superseded_by"):
+        text = " ".join(
+            (record.subject_id, record.predicate, json.dumps(record.value, ensure_ascii=False, default=str))
+        ).lower()
+        matched = sum(1 for term in terms if term in text)
+        if matched:
+            scored.append((-matched, -record.pk, record))
+    scored.sort(key=lambda item: item[:2])
+    return [record for _, _, record in scored[:limit]]
 
 
 def _attach_views(hits: list[SearchHit], now: datetime) -> None:

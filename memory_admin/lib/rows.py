@@ -524,12 +524,21 @@ def insert_columns(model: type[models.Model], columns: Mapping[str, Sequence[Any
     return count
 
 
+def _stored(field: models.Field[Any, Any], objects: Sequence[models.Model], add: bool) -> list[Any]:
+    """The values of `field` of `objects` as the row keeps them: the attributes, or for a sealed field
+    (lib.sealing, `sealed = True`) what its `pre_save` gives (the value sealed under the row's data key), as
+    `insert` and `update` write it."""
+    if getattr(field, "sealed", False):
+        return [field.pre_save(o, add) for o in objects]
+    return [getattr(o, field.attname) for o in objects]
+
+
 def insert_objects(objects: Sequence[models.Model]) -> int:
     """Insert the model instances `objects` (of one model, primary keys set) with every concrete field."""
     if not objects:
         return 0
     model = type(objects[0])
-    columns = {f.attname: [getattr(o, f.attname) for o in objects] for f in model._meta.concrete_fields}
+    columns = {f.attname: _stored(f, objects, True) for f in model._meta.concrete_fields}
     if any(pk is None for pk in columns[cast("models.Field[Any, Any]", model._meta.pk).attname]):
         raise ValueError("insert_objects writes rows whose primary keys are set (reserve them first).")
     return insert_columns(model, columns)
@@ -551,8 +560,9 @@ def unnested(objects: Sequence[models.Model], attnames: Sequence[str]) -> Unnest
     model = type(objects[0])
     pk_name = cast("models.Field[Any, Any]", model._meta.pk).attname
     pk = _sent_column(model, pk_name, [o.pk for o in objects], 0)
+    by_attname = {f.attname: f for f in model._meta.concrete_fields}
     sent = [pk] + [
-        _sent_column(model, attname, [getattr(o, attname) for o in objects], n)
+        _sent_column(model, attname, _stored(by_attname[attname], objects, False), n)
         for n, attname in enumerate(attnames, start=1)
     ]
     selects = ", ".join(f"{c.select} AS {f'c{n}' if n else 'pk'}" for n, c in enumerate(sent))
@@ -583,7 +593,7 @@ def insert_new(objects: Sequence[models.Model]) -> None:
         model._default_manager.bulk_create(objects)
         return
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-    insert_columns(model, {f.attname: [getattr(o, f.attname) for o in objects] for f in fields})
+    insert_columns(model, {f.attname: _stored(f, objects, True) for f in fields})
 
 
 # --- 3. Long lists of ids in a condition --------------------------------------------------------------

@@ -15,7 +15,7 @@ from django.db import models, transaction
 from django.utils import timezone
 
 from memory_admin.accounts.models import Principal, Tenant
-from memory_admin.lib import rows
+from memory_admin.lib import rows, sealing
 from memory_admin.memory import audit_chain
 from memory_admin.memory.models import AuditEvent, MemoryRecord
 
@@ -211,6 +211,24 @@ class Event:
     before: dict[str, Any] | None = None
     after: dict[str, Any] | None = None
     reason: str = ""
+    # The fact the event is about (a record's, a dispute's): its snapshots' values and its reason are stored sealed
+    # under the fact's data key (`stored`), so a deletion that destroys the key leaves no readable copy.
+    fact: sealing.Fact | None = None
+
+    def stored(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str]:
+        """before, after and reason as the row keeps them: sealed under the fact's key when there is one."""
+        return stored_form(self.before, self.after, self.reason, self.fact)
+
+
+def stored_form(
+    before: dict[str, Any] | None, after: dict[str, Any] | None, reason: str, fact: sealing.Fact | None
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str]:
+    """An audit event's snapshots and reason as stored: about a fact, and with sealing on, the snapshots' values
+    (`sealing.SNAPSHOT_KEYS`) and the reason sealed under the fact's data key; otherwise as they are."""
+    if fact is None or not sealing.enabled():
+        return before, after, reason
+    sealed_reason = sealing.seal_text(reason, fact, "audit.reason") if reason else reason
+    return sealing.seal_snapshot(before, fact), sealing.seal_snapshot(after, fact), sealed_reason
 
 
 def record_events(events: list[Event], *, tenant: Tenant | int, at: datetime) -> None:
@@ -227,6 +245,9 @@ def record_events(events: list[Event], *, tenant: Tenant | int, at: datetime) ->
 
 
 def _sealed(head: audit_chain.Head, tenant_id: int, at: datetime, e: Event) -> dict[str, Any]:
+    """An event's row, chained: its commitments cover the snapshots and reason as stored (sealed under the fact's
+    data key when there is one), so the chain still verifies once a deletion destroyed that key."""
+    before, after, reason = e.stored()
     values = {
         "tenant_id": tenant_id,
         "at": at,
@@ -235,9 +256,9 @@ def _sealed(head: audit_chain.Head, tenant_id: int, at: datetime, e: Event) -> d
         "action": e.action,
         "object_type": e.object_type,
         "object_id": e.object_id,
-        "before": e.before,
-        "after": e.after,
-        "reason": e.reason,
+        "before": before,
+        "after": after,
+        "reason": reason,
     }
     audit_chain.seal(head, values)
     if e.actor is not None:
@@ -257,10 +278,12 @@ def record_event(
     after: dict[str, Any] | None = None,
     reason: str = "",
     at: datetime | None = None,
+    fact: sealing.Fact | None = None,
 ) -> AuditEvent:
-    """Write one event, chained after the tenant's last (memory.audit_chain); the saved event."""
+    """Write one event, chained after the tenant's last (memory.audit_chain); the saved event. With `fact`, its
+    snapshots' values and reason are stored sealed (`stored_form`)."""
     tenant_id = tenant if isinstance(tenant, int) else tenant.pk
-    event = Event(actor, action, object_type, object_id, before, after, reason)
+    event = Event(actor, action, object_type, object_id, before, after, reason, fact)
     with audit_chain.appending():
         head = audit_chain.lock_head(tenant_id)
         obj = rows.build(AuditEvent, _sealed(head, tenant_id, timezone.now() if at is None else at, event))
@@ -284,6 +307,7 @@ def changing[T](
     object_id: str = "",
     snapshot_of: Callable[[T], dict[str, Any]] | None = None,
     into: list[Event] | None = None,
+    fact: sealing.Fact | None = None,
 ) -> Iterator[Event]:
     """Audit the change the block makes to `obj`, in the change's transaction:
 
@@ -301,7 +325,12 @@ def changing[T](
     caller's transaction (no savepoint, no extra statement), which an exception marks for rollback, or in one of
     its own when the caller has none.
     With `into`, the caller writes the events, so they and the change share the caller's transaction.
+
+    An object about a fact (one with `sealing_fact()`: a record, a dispute, an expiry request), or a `fact` given,
+    has the event's snapshots' values and reason stored sealed under the fact's data key (`Event.stored`).
     """
+    if fact is None:
+        fact = sealing.fact_of(obj)
     if isinstance(obj, MemoryRecord):
         tenant = obj.tenant_id if tenant is None else tenant
         object_type = object_type or "record"
@@ -316,6 +345,7 @@ def changing[T](
         object_id=object_id,
         before=snapshot_of(obj) if snapshot_of else None,
         reason=reason,
+        fact=fact,
     )
     if into is not None:
         # The caller writes the events it collects, in its own transaction (memory.batch: many in one INSERT).
@@ -341,4 +371,5 @@ def changing[T](
             after=event.after,
             reason=event.reason,
             at=at,
+            fact=event.fact,
         )

@@ -34,7 +34,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from memory_governance.trust import SignatureInvalid, canonical_bytes, digest
 
-from memory_admin.lib import signing
+from memory_admin.lib import sealing, signing
 from memory_admin.memory.models import AuditChainHead, AuditCheckpoint, AuditEvent
 
 GENESIS = "0" * 64
@@ -351,6 +351,8 @@ _VERIFY_FIELDS = (
 
 
 def _event_rows(tenant_id: int) -> Iterator[tuple[Any, ...]]:
+    """The tenant's events in chain order, their snapshots and reason as stored (sealed ones unopened: the
+    commitments cover the stored form, lib.sealing)."""
     return (
         AuditEvent.objects.filter(tenant_id=tenant_id)
         .order_by("id")
@@ -412,6 +414,13 @@ def _link_problem(tenant_id: int, row: tuple[Any, ...], prev: str) -> str | None
 
 
 def verify_tenant(tenant_id: int) -> Report:
+    """`_verify_tenant`, reading the events' snapshots and reasons as stored: the commitments cover the stored form
+    (sealed under a fact's data key, lib.sealing), which still holds once a deletion destroyed that key."""
+    with sealing.reading_stored():
+        return _verify_tenant(tenant_id)
+
+
+def _verify_tenant(tenant_id: int) -> Report:
     """Walk the tenant's chain (the caller acts for that tenant: tenancy.tenant_context) and its checkpoints.
 
     Checks, in the chain's order: each event's link to its predecessor, its unredacted values against their

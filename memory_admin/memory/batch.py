@@ -43,7 +43,7 @@ from django.db.models import Field, Max, Q
 from django.utils import timezone
 
 from memory_admin.accounts.models import Principal, Tenant
-from memory_admin.lib import rows
+from memory_admin.lib import rows, sealing
 from memory_admin.memory import audit, audit_chain, hooks, stats
 from memory_admin.memory.actions import (
     Assertion,
@@ -553,7 +553,8 @@ def _update_rows(records: list[MemoryRecord], names: list[str]) -> None:
         if MemoryRecord.superseded_by.is_cached(record) and record.superseded_by is not None:
             record.superseded_by_id = record.superseded_by.pk
     if connection.vendor != "postgresql":
-        MemoryRecord.objects.bulk_update(records, names)
+        with sealing.stored_values(records, names):  # bulk_update writes attributes as they are: sealed first
+            MemoryRecord.objects.bulk_update(records, names)
         return
     attnames = [cast("Field[Any, Any]", MemoryRecord._meta.get_field(name)).attname for name in names]
     stats.update_objects_counted(records, attnames)
@@ -566,13 +567,14 @@ def _record_events(events: list[audit.Event], tenant_id: int, at: datetime) -> N
     if connection.vendor != "postgresql" or not events:
         audit.record_events(events, tenant=tenant_id, at=at)
         return
+    stored = [e.stored() for e in events]  # sealed under each event's fact (memory.audit)
     actor_names = {}
     for e in events:
         if e.actor is not None and e.actor.pk not in actor_names:
             actor_names[e.actor.pk] = e.actor.name or e.actor.username
     head = audit_chain.lock_head(tenant_id)
     sealed = []
-    for e in events:
+    for e, (before, after, reason) in zip(events, stored, strict=True):
         values = {
             "at": at,
             "actor_id": e.actor.pk if e.actor is not None else None,
@@ -580,9 +582,9 @@ def _record_events(events: list[audit.Event], tenant_id: int, at: datetime) -> N
             "action": str(e.action),
             "object_type": e.object_type,
             "object_id": e.object_id,
-            "before": e.before,
-            "after": e.after,
-            "reason": e.reason,
+            "before": before,
+            "after": after,
+            "reason": reason,
         }
         audit_chain.seal(head, values)
         sealed.append(values)

@@ -62,6 +62,7 @@ def request_expiry(principal: Principal, memory_id: str, reason: str, *, now: da
             after={"request": request.public_id, "revision": record.revision},
             reason=reason,
             at=now,
+            fact=record.sealing_fact(),
         )
     return Filed(request, created=True)
 

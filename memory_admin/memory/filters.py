@@ -14,6 +14,7 @@ in the tenant's time zone and shows the problem beside the form. The rules thems
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
@@ -25,6 +26,7 @@ from django.db.models import Q, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
+from memory_admin.lib import rows, sealing
 from memory_admin.memory import validation
 from memory_admin.memory.errors import InvalidInput
 from memory_admin.memory.models import MemoryRecord, RecordQuerySet
@@ -138,10 +140,32 @@ class RecordFilter:
             records = records.filter(freshness_filter(self.freshness, now))
         if self.q is not None:
             q = self.q
-            records = records.annotate(value_text=Cast("value", TextField())).filter(
-                Q(subject_id__icontains=q) | Q(predicate__icontains=q) | Q(value_text__icontains=q)
+            # A sealed value (lib.sealing) is ciphertext in the database: values stored in clear are matched there
+            # (a term must not match an envelope's text), sealed ones among the newest SEALED_VALUE_SCAN records the
+            # other filters leave, opened and matched here (`_sealed_matches`).
+            records = records.annotate(value_text=Cast("value", TextField()))
+            sealed = Q(value_text__contains=f'"{sealing.JSON_MARK}"')
+            records = records.filter(
+                Q(subject_id__icontains=q)
+                | Q(predicate__icontains=q)
+                | (Q(value_text__icontains=q) & ~sealed)
+                | Q(pk__in=rows.among(_sealed_matches(records.filter(sealed), q)))
             )
         return records
+
+
+# How many of the newest sealed records a text search (`q`) opens to match their values.
+SEALED_VALUE_SCAN = 5_000
+
+
+def _sealed_matches(records: RecordQuerySet, q: str) -> list[int]:
+    """Ids of the newest SEALED_VALUE_SCAN of `records` (sealed values) whose value contains `q`, any case."""
+    term = q.lower()
+    found = []
+    for pk, value in records.order_by("-id").values_list("id", "value")[:SEALED_VALUE_SCAN]:
+        if term in json.dumps(value, ensure_ascii=False, default=str).lower():
+            found.append(pk)
+    return found
 
 
 def _parse(attribute: str, name: str, text: str, door: Door, statuses: tuple[str, ...]) -> Any:

@@ -21,6 +21,7 @@ from django.utils import timezone
 from memory_admin.accounts.models import Tenant
 from memory_admin.lib import rows
 from memory_admin.lib.ids import new_public_id as new_public_id  # re-exported for the layers above
+from memory_admin.lib.sealing import Fact, SealedJSONField, SealedTextField
 
 
 class PublicIdModel(models.Model):
@@ -269,9 +270,10 @@ class MemoryRecord(models.Model):
     memory_id = models.CharField(max_length=64, unique=True, default="")
     subject_id = models.CharField(max_length=200)
     predicate = models.CharField(max_length=200)
-    value = models.JSONField()
+    # Sealed under the fact's data key (lib.sealing): a deletion destroys the key, so old copies cannot be read.
+    value = SealedJSONField(purpose="record.value")
     status = models.CharField(max_length=12, choices=Status.choices)
-    status_reason = models.TextField(blank=True)
+    status_reason = SealedTextField(blank=True, purpose="record.status_reason")
 
     valid_from = models.DateTimeField()
     valid_to = models.DateTimeField(null=True, blank=True)
@@ -306,8 +308,9 @@ class MemoryRecord(models.Model):
 
     # The recheck engine's claim: a sweep sets it before enqueueing, so two sweeps never take one record.
     recheck_claimed_at = models.DateTimeField(null=True, blank=True)
-    # Set when a recheck needs a person (an ambiguous source, a manual field due); cleared on verification.
-    attention = models.TextField(blank=True)
+    # Set when a recheck needs a person (an ambiguous source, a manual field due); cleared on verification. Sealed
+    # (lib.sealing): it may quote the source's value or a person's note.
+    attention = SealedTextField(blank=True, purpose="record.attention")
 
     # Set when a deletion request hides the record (stage 2); the row itself is purged in stage 3.
     tombstoned_at = models.DateTimeField(null=True, blank=True)
@@ -374,6 +377,10 @@ class MemoryRecord(models.Model):
         if not self.memory_id:
             self.memory_id = new_public_id("mem")
         super().save(*args, **kwargs)
+
+    def sealing_fact(self) -> Fact:
+        """The data key this record's value is sealed under (lib.sealing): its fact's."""
+        return Fact(self.tenant_id, self.project_id, self.subject_id, self.predicate)
 
     def __str__(self) -> str:
         return f"{self.memory_id} {self.subject_id}.{self.predicate} r{self.revision}"
@@ -443,7 +450,8 @@ class Dispute(PublicIdModel):
         related_name="+",
     )
     winner = models.ForeignKey(MemoryRecord, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
-    resolution_reason = models.TextField(blank=True)
+    # A person's reasons are written about the values: sealed under the fact's data key (lib.sealing).
+    resolution_reason = SealedTextField(blank=True, purpose="dispute.resolution_reason")
 
     class Meta:
         constraints = [
@@ -458,6 +466,9 @@ class Dispute(PublicIdModel):
             # The disputes queue: open disputes of a tenant, oldest first.
             models.Index(fields=["tenant", "status", "id"], name="dispute_tenant_queue"),
         ]
+
+    def sealing_fact(self) -> Fact:
+        return Fact(self.tenant_id, self.project_id, self.subject_id, self.predicate)
 
     def __str__(self) -> str:
         return f"{self.public_id} {self.subject_id}.{self.predicate} ({self.status})"
@@ -554,9 +565,11 @@ class AuditEvent(models.Model):
     action = models.CharField(max_length=64)
     object_type = models.CharField(max_length=32)
     object_id = models.CharField(max_length=64)
-    before = models.JSONField(null=True, blank=True)
-    after = models.JSONField(null=True, blank=True)
-    reason = models.TextField(blank=True)
+    # A record's snapshots keep its value, source and status reason sealed under the fact's data key, and an event
+    # about a fact its reason (memory.audit seals them, lib.sealing); reads open them.
+    before = SealedJSONField(null=True, blank=True, purpose="audit.snapshot", snapshot=True)
+    after = SealedJSONField(null=True, blank=True, purpose="audit.snapshot", snapshot=True)
+    reason = SealedTextField(blank=True, purpose="audit.reason", by_writer=True)
     redacted_at = models.DateTimeField(null=True, blank=True)
     # The tenant's hash chain (memory.audit_chain, docs/security.md "Audit chain"): `hash` covers the event's
     # who/what/when, the commitments to its before, after and reason, and `prev_hash` (the tenant's previous
@@ -655,11 +668,11 @@ class RecheckAttempt(models.Model):
     record = models.ForeignKey(MemoryRecord, on_delete=models.CASCADE, related_name="rechecks")
     outcome = models.CharField(max_length=20, choices=Result.choices)
     trigger = models.CharField(max_length=10, choices=Trigger.choices)
-    observed_value = models.JSONField(null=True, blank=True)
+    observed_value = SealedJSONField(null=True, blank=True, purpose="recheck.observed_value")
     source_revision = models.CharField(max_length=100, blank=True)
     source_ref = models.CharField(max_length=500, blank=True)
     duration_ms = models.PositiveIntegerField(default=0)
-    error = models.TextField(blank=True)
+    error = SealedTextField(blank=True, purpose="recheck.error")
     reporter = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
@@ -675,6 +688,9 @@ class RecheckAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.record_id} {self.outcome} at {self.attempted_at:%Y-%m-%d %H:%M}"
+
+    def sealing_fact(self) -> Fact:
+        return self.record.sealing_fact()
 
     @property
     def verified(self) -> bool:
@@ -696,14 +712,17 @@ class ExpiryRequest(PublicIdModel):
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
     record = models.ForeignKey(MemoryRecord, on_delete=models.CASCADE, related_name="expiry_requests")
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    reason = models.TextField()
+    reason = SealedTextField(purpose="expiry.reason")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     created_at = models.DateTimeField(default=timezone.now)
     decided_at = models.DateTimeField(null=True, blank=True)
     decided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
-    decision_reason = models.TextField(blank=True)
+    decision_reason = SealedTextField(blank=True, purpose="expiry.decision_reason")
+
+    def sealing_fact(self) -> Fact:
+        return self.record.sealing_fact()
 
     class Meta:
         constraints = [

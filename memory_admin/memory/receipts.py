@@ -32,7 +32,7 @@ from django.utils import timezone
 from memory_governance.trust import canonical_bytes, digest
 
 from memory_admin.accounts.models import Principal
-from memory_admin.lib import signing
+from memory_admin.lib import sealing, signing
 from memory_admin.memory import reads, rechecks
 from memory_admin.memory.errors import FactDisputed, NotFound, RecheckRequired
 from memory_admin.memory.models import DecisionReceipt, FieldPolicy, ReceiptChain, RecheckAttempt, new_public_id
@@ -104,6 +104,9 @@ class _Decision:
     refusal: dict[str, Any] | None
     freshness: dict[str, Any]
     disclosure: dict[str, Any] | None
+    # The served record's fact: the disclosure is stored sealed under its data key (lib.sealing), so a deletion
+    # that destroys the key leaves no readable copy of the value in old row versions, WAL or backups.
+    fact: sealing.Fact | None = None
 
 
 def _freshness(
@@ -140,6 +143,7 @@ def _served(view: reads.FactView, now: datetime, policy: FieldPolicy | None) -> 
         refusal=None,
         freshness=_freshness(now, view.freshness, view.last_verified_at, record.recheck_after, policy),
         disclosure={"value": _signable(record.value), "nonce": nonce},
+        fact=record.sealing_fact(),
     )
 
 
@@ -252,7 +256,7 @@ def _write(
             outcome=decision.outcome,
             document=signed,
             hash=chained,
-            disclosure=decision.disclosure,
+            disclosure=_stored_disclosure(decision),
             created_at=now,
         )
         ReceiptChain.objects.filter(tenant_id=tenant_id).update(head_hash=chained)
@@ -313,11 +317,29 @@ def get_receipt(principal: Principal, receipt_id: str) -> DecisionReceipt:
     return receipt
 
 
+_DISCLOSURE = "receipt.disclosure"
+
+
+def _stored_disclosure(decision: _Decision) -> dict[str, Any] | None:
+    if decision.disclosure is None or decision.fact is None or not sealing.enabled():
+        return decision.disclosure
+    return sealing.seal_json(decision.disclosure, decision.fact, _DISCLOSURE)
+
+
+def disclosure_of(receipt: DecisionReceipt) -> dict[str, Any] | None:
+    """The value a receipt served and its nonce, opened; None once a deletion erased it or destroyed its key."""
+    stored = receipt.disclosure
+    if not sealing.is_sealed(stored):
+        return stored
+    opened = sealing.open_json(stored, _DISCLOSURE)
+    return opened if isinstance(opened, dict) and "nonce" in opened else None
+
+
 def as_document(receipt: DecisionReceipt) -> dict[str, Any]:
     """The receipt as served and verified offline: the signed document, with the value it served in
     `disclosure` (outside the signature) unless a deletion erased it."""
     document = dict(receipt.document)
-    document["disclosure"] = receipt.disclosure
+    document["disclosure"] = disclosure_of(receipt)
     return document
 
 

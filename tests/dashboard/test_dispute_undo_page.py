@@ -55,7 +55,7 @@ def price_dispute(agent, other_agent) -> Dispute:
 
 
 def _resolve(client: Client, dispute: Dispute, value: int) -> Any:
-    winner = dispute.candidates.get(value=value).memory_id
+    winner = next(r for r in dispute.candidates.all() if r.value == value).memory_id
     return client.post(f"/disputes/{dispute.public_id}/resolve/", {"winner": winner, "reason": "binding"}, follow=True)
 
 
@@ -93,7 +93,7 @@ def test_undo_within_the_window_reopens_the_dispute(owner, price_dispute):
 
 
 def test_undo_after_the_window_is_refused_with_a_message(owner, price_dispute):
-    winner = price_dispute.candidates.get(value=1350).memory_id
+    winner = next(r for r in price_dispute.candidates.all() if r.value == 1350).memory_id
     resolve_dispute(
         owner, price_dispute.public_id, winner=winner, reason="x", now=timezone.now() - timedelta(minutes=11)
     )
@@ -110,7 +110,7 @@ def test_undo_after_the_window_is_refused_with_a_message(owner, price_dispute):
 def test_undo_after_the_fact_changed_is_refused_with_a_message(owner, price_dispute):
     client = signed_in(owner)
     _resolve(client, price_dispute, 1350)
-    winner = price_dispute.candidates.get(value=1350).memory_id
+    winner = next(r for r in price_dispute.candidates.all() if r.value == 1350).memory_id
     expired = client.post(f"/records/{winner}/expire/", {"reason": "Ended", "confirm": "yes"})
     assert expired.status_code == 302
     response = client.post(f"/disputes/{price_dispute.public_id}/reopen/", follow=True)

@@ -147,6 +147,7 @@ def test_the_purge_reaches_every_store_and_sets_the_stages_in_order(api, complia
             "contexts",
             "disputes",
             "receipts",
+            "keys",
             "backups",
         ],
         "verified",

@@ -41,6 +41,8 @@ from memory_admin.accounts.services import ensure_principal
 from memory_admin.derived.models import Event, Invalidation, ScheduledAction, Summary
 from memory_admin.derived.tasks import embed_summaries, refresh_record_vectors
 from memory_admin.derived.vectors import get_index, sql_str
+from memory_admin.lib import sealing
+from memory_admin.memory import receipts
 from memory_admin.memory.models import AuditEvent, DecisionReceipt, Dispute, MemoryRecord, RecheckAttempt
 from tests.support import at
 
@@ -366,18 +368,34 @@ def test_a_deleted_subject_s_marker_is_found_nowhere_after_the_purge(
             DecisionReceipt,
         )
     }
+    # Sealed under the subject's data keys (lib.sealing, issue 35 item 4): read through the models they hold the
+    # marker, while their stored bytes do not.
+    sealed = [
+        (MemoryRecord.all_objects, "value"),
+        (AuditEvent.objects, "after"),
+        (AuditEvent.objects, "reason"),
+        (RecheckAttempt.objects, "observed_value"),
+        (Dispute.objects, "resolution_reason"),
+        (Summary.objects, "text"),
+        (ScheduledAction.objects, "payload"),
+    ]
+    for manager, name in sealed:
+        assert any(marker in str(v) for v in manager.values_list(name, flat=True)), name
+        with sealing.reading_stored():
+            leaked = [
+                (getattr(row, "action", ""), getattr(row, "object_type", ""))
+                for row in manager.all()
+                if marker in json.dumps(getattr(row, name), default=str)
+            ]
+        assert f"db {manager.model._meta.db_table}.{name}" not in before.hits, (name, leaked)
+    # A decision receipt's disclosure (the value served for acting) is sealed by its writer: opened, it holds the
+    # marker; stored, it does not.
+    assert any(marker in str(receipts.disclosure_of(r)) for r in DecisionReceipt.objects.all())
+    assert f"db {tables[DecisionReceipt]}.disclosure" not in before.hits
     planted_in = {
-        f"db {tables[MemoryRecord]}.value",
-        f"db {tables[AuditEvent]}.after",
-        f"db {tables[AuditEvent]}.reason",
         f"db {tables[Event]}.text",
-        f"db {tables[Summary]}.text",
-        f"db {tables[ScheduledAction]}.payload",
         f"db {tables[ScheduledAction]}.status_reason",
         f"db {tables[Invalidation]}.reason",
-        f"db {tables[RecheckAttempt]}.observed_value",
-        f"db {tables[Dispute]}.resolution_reason",
-        f"db {tables[DecisionReceipt]}.disclosure",
         "cache",
         "vectors rows (every version)",
         "vectors current version",
@@ -425,6 +443,7 @@ def test_a_deleted_subject_s_marker_is_found_nowhere_after_the_purge(
             "contexts",
             "disputes",
             "receipts",
+            "keys",
             "backups",
         ],
         "verified",

@@ -45,6 +45,7 @@ PRODUCT_ORDER = [
     "contexts",
     "disputes",
     "receipts",
+    "keys",
     "backups",
 ]
 
@@ -136,7 +137,7 @@ def test_a_store_added_in_one_place_runs_through_all_four_steps_and_is_reported(
     assert response.status_code == 202
     request_id = response.json()["id"]
     assert probe.stages == ["find", "find", "hide"]  # found and hidden in the acceptance transaction
-    for progress in StoreProgress.objects.filter(request__public_id=request_id):
+    for progress in StoreProgress.objects.filter(request__public_id=request_id).order_by("id"):  # registry order
         purge_store.apply(args=[progress.pk])
 
     assert probe.stages == ["find", "find", "hide", "purge", "verify"]

@@ -53,7 +53,7 @@ def _states(dispute: Dispute) -> dict[str, tuple[dict[str, Any], dict[str, Any]]
 
 
 def _winner(dispute: Dispute, value: int) -> str:
-    return dispute.candidates.get(value=value).memory_id
+    return next(r for r in dispute.candidates.all() if r.value == value).memory_id
 
 
 def test_undo_within_the_window_restores_the_dispute_and_the_answer_before_it(owner, price_dispute):

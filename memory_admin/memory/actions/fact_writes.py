@@ -297,6 +297,7 @@ def _assert_event(principal: Principal, record: MemoryRecord, outcome: Outcome, 
         object_id=record.memory_id,
         after=audit.snapshot(record),
         reason=reason,
+        fact=record.sealing_fact(),
     )
 
 
