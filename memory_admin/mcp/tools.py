@@ -471,6 +471,8 @@ _NEXT_STEP = {
     "facts you know the key of with recall meanwhile.",
     "internal_error": "The server failed to answer. Whether a write took effect is unknown: read before you retry it.",
     "throttled": "Too many calls; wait retry_after seconds before calling again.",
+    "service_unavailable": "A service behind the memory is down for a moment and nothing of this call was applied; "
+    "wait retry_after seconds (or a few seconds) and call again.",
     "invalid": "Fix the arguments named in errors and call again.",
     "certificate_not_ready": "The deletion's purge is not confirmed yet; its certificate is issued once every store "
     "has been purged and read again empty. Compliance staff download it later.",

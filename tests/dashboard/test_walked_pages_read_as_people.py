@@ -76,4 +76,4 @@ def test_messages_are_a_list_inside_their_status_region(story: None) -> None:
     token, _raw = tokens.issue_for_agent(Principal.objects.get(username="admin@demo"), "agent", name="old")
     response = client.post(f"/tokens/{token.pk}/revoke/", {"confirm": "yes", "reason": "Unused."}, follow=True)
     page = response.content.decode()
-    assert re.search(r'<div role="status"><ul class="messages">\s*<li class="msg-success">Token ', page)
+    assert re.search(r'<div class="messages" role="status"><ul>\s*<li class="msg-success">Token ', page)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -14,7 +15,7 @@ from django.utils import timezone
 
 import memory_admin.urls
 from memory_admin.memory.actions import assert_fact
-from memory_admin.memory.models import FieldPolicy
+from memory_admin.memory.models import DecisionReceipt, FieldPolicy
 from tests.support import DEADLINE, deadline
 
 URL = "/api/v1/bench/ceiling/"
@@ -50,11 +51,16 @@ def test_the_ceiling_view_answers_with_the_api_authentication_when_enabled(api, 
     assert client.get(URL).status_code in (401, 403)  # no token: refused like any API view
 
 
+# The statements of a read for acting's receipt: its savepoint, the tenant's receipt chain, the receipt itself.
+RECEIPT_STATEMENT = re.compile(r"SAVEPOINT|memory_receiptchain|memory_decisionreceipt")
+
+
 def test_a_read_for_action_on_a_fresh_value_costs_the_ceilings_queries_plus_the_record_and_its_policy(
     api, agent, urls_with
 ):
     """What bench/load.py compares: the action read adds two queries to the stack's own (authentication and the
-    tenant context), the record and its field's policy, each read once."""
+    tenant context), the record and its field's policy, each read once; then it writes its decision receipt
+    (memory.receipts, issue 35 item 3), counted apart: the receipt's statements, in a savepoint of their own."""
     FieldPolicy.objects.create(
         tenant=agent.tenant,
         predicate=DEADLINE["predicate"],
@@ -71,6 +77,9 @@ def test_a_read_for_action_on_a_fresh_value_costs_the_ceilings_queries_plus_the_
     with CaptureQueriesContext(connection) as acting:
         response = client.get("/api/v1/facts/current/", {**DEADLINE, "purpose": "action"})
     assert response.status_code == 200 and response.json()["action_allowed"] is True
-    assert len(acting.captured_queries) == len(ceiling.captured_queries) + 2, [
-        q["sql"][:80] for q in acting.captured_queries
-    ]
+    statements = [q["sql"] for q in acting.captured_queries]
+    receipt = [sql for sql in statements if RECEIPT_STATEMENT.search(sql)]
+    reading = [sql for sql in statements if not RECEIPT_STATEMENT.search(sql)]
+    assert len(reading) == len(ceiling.captured_queries) + 2, [sql[:80] for sql in reading]
+    assert any("INSERT" in sql and "memory_decisionreceipt" in sql for sql in receipt), receipt
+    assert DecisionReceipt.objects.filter(public_id=response.json()["receipt_id"]).exists()

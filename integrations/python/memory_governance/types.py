@@ -300,6 +300,8 @@ class DeletionReport(TypedDict):
     project_id: str
     scope: dict[str, Any]
     reason: str
+    # True when values of the scope were cut out of `reason` (replaced by "[redacted]") before it was kept.
+    reason_redacted: bool
     due_by: str | None
     state: str
     requested_by: str
