@@ -78,7 +78,8 @@ def test_the_audit_chain_still_verifies_after_the_keys_are_destroyed(api, agent,
     assert sealed is not None
     with sealing.reading_stored():
         stored = AuditEvent.objects.filter(pk=sealed.pk).values_list("after", flat=True).get()
-    assert isinstance(stored, dict) and sealing.is_sealed(stored["value"])  # the chain's commitment covers this envelope, not the value
+    # The chain's commitment covers this envelope, not the value.
+    assert isinstance(stored, dict) and sealing.is_sealed(stored["value"])
     assert audit_chain.verify_tenant(first.tenant_id).broken is None
     evidence = _purge(_file(api, compliance, {"subject_id": DEADLINE["subject_id"]}))
     assert evidence["keys_destroyed"] == 1

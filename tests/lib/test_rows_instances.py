@@ -66,8 +66,10 @@ def test_an_instance_built_without_the_constructor_is_the_one_the_constructor_bu
         (
             AuditEvent,
             # ... redacted_at, then the chain's prev_hash, hash, nonce and three commitments (memory.audit_chain).
-            [None, agent.tenant_id, at(10, 2), agent.pk, "a", "x", "record", "m", None, {"k": 1}, "", None]
-            + ["0" * 64, "1" * 64, "2" * 32, "3" * 64, "4" * 64, "5" * 64],
+            [
+                *(None, agent.tenant_id, at(10, 2), agent.pk, "a", "x", "record", "m", None, {"k": 1}, "", None),
+                *("0" * 64, "1" * 64, "2" * 32, "3" * 64, "4" * 64, "5" * 64),
+            ],
         ),
     ):
         assert len(values) == len(model._meta.concrete_fields)
