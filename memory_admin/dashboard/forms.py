@@ -355,12 +355,30 @@ class AuditCursorField(forms.CharField):
         return f"{(moment - EPOCH) // timedelta(microseconds=1)}.{row}"
 
 
+# What each audit action is about, in words, for the audit log's action filter ("Dispute: resolved").
+_ACTION_SUBJECTS = {"login": "Sign-in", "mcp": "MCP", "policy": "Field policy"}
+
+
+def action_choice_label(action: str) -> str:
+    """An audit action as the filter offers it, in words, never the code: what happened, preceded by what it is
+    about when the words do not say ("Record: superseded", "Deletion approved")."""
+    about = action.split(".", 1)[0]
+    words = wording.action_words(action).replace("mcp ", "MCP ")
+    if about in words.lower() or "sign-in" in words:
+        return words[0].upper() + words[1:]
+    return f"{_ACTION_SUBJECTS.get(about, about.capitalize())}: {words}"
+
+
 class AuditFilterForm(forms.Form):
     actor = forms.CharField(required=False, max_length=150)
-    # The choices come from the one vocabulary every writer uses (memory.audit.Action).
+    # The choices come from the one vocabulary every writer uses (memory.audit.Action); the code is the option's
+    # value (the URL keeps it), its label is in words.
     action = forms.ChoiceField(
         required=False,
-        choices=[("", "Any action")] + [(a, a) for a in Action.values],
+        choices=[
+            ("", "Any action"),
+            *sorted(((a, action_choice_label(a)) for a in Action.values), key=lambda choice: choice[1]),
+        ],
         widget=forms.Select(attrs={"aria-label": "Action"}),
     )
     object = forms.CharField(required=False, max_length=64, label="Object id")

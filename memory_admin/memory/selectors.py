@@ -24,6 +24,10 @@ AUDIT_ORDER = ("-at", "-id")
 # --- Disputes -------------------------------------------------------------------------------------------
 
 
+def _written_order(record: MemoryRecord) -> int:
+    return int(record.pk)
+
+
 def open_disputes(tenant_id: int, *, limit: int = 10) -> list[Dispute]:
     """The oldest open disputes, each with its project and `n`, how many candidates disagree."""
     return list(
@@ -53,7 +57,9 @@ def disputes(tenant_id: int, show: str, *, limit: int = 100) -> list[tuple[Dispu
     )
     if show in Dispute.Status.values:
         rows = rows.filter(status=show)
-    return [(d, list(d.candidates.all())) for d in rows[:limit]]
+    # The candidates in the order they were written (a many-to-many has no order of its own; SQLite and
+    # PostgreSQL give different ones).
+    return [(d, sorted(d.candidates.all(), key=_written_order)) for d in rows[:limit]]
 
 
 def open_dispute_of_fact(tenant_id: int, project: str, subject: str, predicate: str) -> Dispute | None:
@@ -180,7 +186,7 @@ def fact_trail(
         )[:limit]
     )
     dispute = open_dispute_of_fact(tenant_id, project, subject, predicate)
-    return FactTrail(attempts, events, dispute, list(dispute.candidates.all()) if dispute else [])
+    return FactTrail(attempts, events, dispute, sorted(dispute.candidates.all(), key=_written_order) if dispute else [])
 
 
 @dataclass

@@ -11,7 +11,9 @@ carry exact machine values, and `<script>`/`<style>`/`<textarea>` content is ski
 from __future__ import annotations
 
 import re
+from functools import cache
 from html.parser import HTMLParser
+from typing import Any
 
 # Each a pattern of machine text, with what it is.
 FORBIDDEN = [
@@ -66,14 +68,56 @@ def visible_text(html: str) -> list[str]:
     return parser.parts
 
 
+def _subclasses(cls: type[Any]) -> set[type[Any]]:
+    found: set[type[Any]] = set()
+    for sub in cls.__subclasses__():
+        found |= {sub, *_subclasses(sub)}
+    return found
+
+
+@cache
+def product_codes() -> frozenset[str]:
+    """The product's own codes a person must not read: every choice of the project's models (statuses, states,
+    kinds, outcomes), every audit action, every propagation step and every domain error's code — those written with
+    an underscore or a dot (`purge_confirmed`, `marked_unusable`, `record.excluded`, `recheck_required`); a plain
+    word such as "accepted" is English too. Built from the code, so a new status is checked without a list here."""
+    from django.apps import apps
+    from django.db import models
+
+    from memory_admin.dashboard import wording
+    from memory_admin.lib.errors import DomainError
+    from memory_admin.memory import audit
+
+    values: set[str] = {str(v) for v in audit.Action.values} | set(wording.PROPAGATION_WORDS)
+    for model in apps.get_models():
+        if not model.__module__.startswith(("memory_admin.", "deletion.")):
+            continue
+        for attribute in vars(model).values():
+            if isinstance(attribute, type) and issubclass(attribute, models.Choices):
+                values |= {str(v) for v in attribute.values}
+    values |= {str(getattr(error, "code", "")) for error in _subclasses(DomainError)}
+    return frozenset(v for v in values if "_" in v or "." in v)
+
+
+@cache
+def _codes_pattern() -> Any:
+    codes = sorted(product_codes(), key=len, reverse=True)
+    return re.compile(r"(?<![\w.:/{-])(?:" + "|".join(map(re.escape, codes)) + r")(?![\w-]|\.\w)")
+
+
 def machine_text(html: str) -> list[tuple[str, str]]:
     """(what, text) for each text node that shows machine text to a person; [] when the page reads well."""
     found = []
+    codes = _codes_pattern()
     for text in visible_text(html):
         for pattern, what in FORBIDDEN:
             if pattern.search(text):
                 found.append((what, text[:200]))
                 break
+        else:
+            code = codes.search(text)
+            if code:
+                found.append((f"the product's code {code.group()!r}", text[:200]))
     return found
 
 
