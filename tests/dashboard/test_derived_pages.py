@@ -67,8 +67,12 @@ def test_the_retrieval_preview_shows_what_is_held_back(owner, agent, other_agent
 
 def test_the_retrieval_preview_shows_ranks_not_scores_and_takes_filters(owner, agent, other_agent):
     old, new = story(agent, other_agent)
-    refresh_record_vectors([old.memory_id, new.memory_id])  # indexed: the hits have cosine scores
     client = signed_in(owner)
+    # Right after the writes the preview already ranks them (found by their words; the test above). This test is
+    # about how an embedded hit is shown, so the worker's refresh task embeds them here, as a worker would.
+    fresh = client.get("/retrieval/?q=submission+deadline+proposal").context["result"].results
+    assert [(h.record.memory_id, h.match) for h in fresh] == [(new.memory_id, "keyword")]
+    refresh_record_vectors([old.memory_id, new.memory_id])  # indexed: the hits have cosine scores
     response = client.get("/retrieval/?q=submission+deadline+proposal")
     hit = response.context["result"].results[0]
     assert hit.match == "vector" and hit.rank == 1 and hit.score is not None

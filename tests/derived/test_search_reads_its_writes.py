@@ -79,6 +79,8 @@ def test_once_embedded_the_hit_comes_from_the_index_with_its_cosine_similarity(a
     """The hand-over: the worker's refresh writes the entry and clears the mark; the hit is then the index's,
     once, with a score in [-1, 1]. (This test is about the index, so it runs the worker's task itself.)"""
     written = write(api(agent), "u3", "profile", {"lang": "ja"})
+    # Before the hand-over, as the agent meets it: found at once, by its words.
+    assert [(h["memory_id"], h["match"]) for h in search(api(agent), "lang")] == [(written["memory_id"], "keyword")]
     refresh_record_vectors([written["memory_id"]])
     assert not PendingVector.objects.exists()
     hits = search(api(agent), "lang")
@@ -170,17 +172,24 @@ def test_subject_predicate_and_project_filters_narrow_indexed_and_pending_hits(a
     u2_lang = write(client, "u2", "lang", "french language")
     u1_zone = write(client, "u1", "timezone", "tokyo language region")
     other = write(client, "u1", "lang", "german language", project="project-b")
-    refresh_record_vectors([u1_lang["memory_id"], other["memory_id"]])  # two indexed, two still pending
 
     def found(**params: Any) -> set[str]:
         return {h["memory_id"] for h in search(client, "language", **params)}
 
-    assert found() == {u1_lang["memory_id"], u2_lang["memory_id"], u1_zone["memory_id"], other["memory_id"]}
-    assert found(subject_id="u1") == {u1_lang["memory_id"], u1_zone["memory_id"], other["memory_id"]}
-    assert found(predicate="lang") == {u1_lang["memory_id"], u2_lang["memory_id"], other["memory_id"]}
-    assert found(project_id="project-b") == {other["memory_id"]}
-    assert found(project_id=PROJECT, subject_id="u1", predicate="lang") == {u1_lang["memory_id"]}
-    assert found(subject_id="nobody") == set()
+    def assert_filters_narrow() -> None:
+        assert found() == {u1_lang["memory_id"], u2_lang["memory_id"], u1_zone["memory_id"], other["memory_id"]}
+        assert found(subject_id="u1") == {u1_lang["memory_id"], u1_zone["memory_id"], other["memory_id"]}
+        assert found(predicate="lang") == {u1_lang["memory_id"], u2_lang["memory_id"], other["memory_id"]}
+        assert found(project_id="project-b") == {other["memory_id"]}
+        assert found(project_id=PROJECT, subject_id="u1", predicate="lang") == {u1_lang["memory_id"]}
+        assert found(subject_id="nobody") == set()
+
+    # As the agent meets it, right after the writes: every hit is pending, found by its words.
+    assert_filters_narrow()
+    # The same filters once a worker has embedded two of them (the index's own filter, run here as the worker's
+    # task would): two indexed, two still pending, one answer.
+    refresh_record_vectors([u1_lang["memory_id"], other["memory_id"]])
+    assert_filters_narrow()
     for bad in ({"subject_id": "../etc"}, {"predicate": " lang"}, {"predicate": "x" * 201}):
         response = client.get(SEARCH, {"q": "language", **bad})
         assert response.status_code == 400, (bad, response.content)

@@ -323,6 +323,12 @@ def test_agent_search_through_the_index_keeps_governance_and_tenants(
 
     first, second = moved_deadline
     index = settings_index
+    # As the agent meets it, right after the writes: nothing embedded yet, the same answer (read-your-writes).
+    fresh = search(agent, project_id="project-a", q="submission deadline", k=5, now=at(10, 23))
+    assert [h.record.memory_id for h in fresh.results] == [second.record.memory_id]
+    assert [h.record.memory_id for h in fresh.held_back] == [first.record.memory_id]
+    # This test is about the index path itself (the ANN index, its filler and another tenant's rows): the worker's
+    # refresh task embeds the two records here, as a worker would.
     refresh_record_vectors([first.record.memory_id, second.record.memory_id])
     # Filler rows of both tenants (ids the database does not know: dropped, never shown), then the index.
     fill(index, 300, tenant_id=agent.tenant_pk, prefix="filler")

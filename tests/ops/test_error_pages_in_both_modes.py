@@ -39,8 +39,10 @@ def signed_in(owner: Principal) -> Client:
 @pytest.mark.parametrize("debug", [True, False], ids=["make-run", "production"])
 def test_an_unknown_url_is_the_products_404(signed_in: Client, debug: bool) -> None:
     with override_settings(DEBUG=debug):
-        _product_page(signed_in.get("/no-such-page/"), 404, "Not found")
-        _product_page(signed_in.get("/records/no/such/thing/"), 404, "Not found")
+        for url in ("/no-such-page/", "/records/no/such/thing/"):
+            text = _product_page(signed_in.get(url), 404, "Not found")
+            assert "There is no such page, or it is not yours to see." in text, url
+            assert '<a href="/">Back to the overview</a>' in text, url
 
 
 @pytest.mark.parametrize("debug", [True, False], ids=["make-run", "production"])
@@ -57,8 +59,10 @@ def test_a_bad_deletion_url_is_the_products_404(compliance: Principal, debug: bo
     client = Client()
     client.force_login(compliance)
     with override_settings(DEBUG=debug):
-        _product_page(client.get("/deletions/del-0000000000000000/"), 404, "Not found")
-        _product_page(client.get("/deletions/del-0000000000000000/report/"), 404, "Not found")
+        for url in ("/deletions/del-0000000000000000/", "/deletions/del-0000000000000000/report/"):
+            text = _product_page(client.get(url), 404, "Not found")
+            assert "There is no such page, or it is not yours to see." in text, url
+            assert "del-0000000000000000" not in text, url  # the page does not echo the id it could not find
 
 
 def test_an_unknown_api_url_answers_json_under_debug_too(client: Client) -> None:
@@ -73,7 +77,9 @@ def test_an_unknown_api_url_answers_json_under_debug_too(client: Client) -> None
 def test_a_failure_is_the_products_500(debug: bool) -> None:
     client = Client(raise_request_exception=False)
     with override_settings(DEBUG=debug):
-        _product_page(client.get("/boom/"), 500, "Server error")
+        text = _product_page(client.get("/boom/"), 500, "Server error")
+    assert "Something went wrong on our side." in text
+    assert "RuntimeError" not in text  # the exception stays in the log, never on the page
 
 
 @pytest.mark.urls("tests.ops.error_urls")

@@ -258,10 +258,18 @@ def _file_previewed(request: HttpRequest, form: DeletionForm) -> HttpResponse:
     return redirect_back(request, reverse("dashboard:deletion", args=[filed.public_id]))
 
 
+def _request_or_404(principal: Principal, public_id: str) -> DeletionRequest:
+    """The request, or the product's 404 in words (the domain's message names the id, which is for the API)."""
+    try:
+        return service.get_request(principal, public_id)
+    except NotFound:
+        raise Http404("No such deletion request, or it is not yours to follow.") from None
+
+
 @page(nav.DELETIONS)
 def request_detail(request: HttpRequest, public_id: str) -> HttpResponse:
     principal = principal_of(request)
-    deletion = service.get_request(principal, public_id)
+    deletion = _request_or_404(principal, public_id)
     context = _detail_context(principal, deletion)
     template = "dashboard/deletion.html#progress" if request.headers.get("HX-Request") else "dashboard/deletion.html"
     return render(request, template, context)
@@ -271,7 +279,7 @@ def request_detail(request: HttpRequest, public_id: str) -> HttpResponse:
 def request_report(request: HttpRequest, public_id: str) -> HttpResponse:
     """The deletion report: JSON to file with a regulator, or a printable page."""
     principal = principal_of(request)
-    deletion = service.get_request(principal, public_id)
+    deletion = _request_or_404(principal, public_id)
     if request.GET.get("format") == "json":
         report = service.report(deletion)
         response = JsonResponse(report, json_dumps_params={"indent": 2, "ensure_ascii": False})
