@@ -25,7 +25,7 @@ from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.models import MemoryRecord
 from memory_admin.urls import server_error
 from tests.support import DEADLINE, at, body, deadline
-from tests.support.redis_server import RedisServer, redis_server
+from tests.support.redis_server import RedisServer, redis_as_cache
 
 pytestmark = pytest.mark.django_db
 CURRENT = "/api/v1/facts/current/"
@@ -35,15 +35,7 @@ HIGH = "100000/min"
 
 @pytest.fixture
 def redis_cache(settings: Any) -> Iterator[RedisServer]:
-    with redis_server() as server:
-        settings.CACHES = {
-            "default": {
-                "BACKEND": "django_redis.cache.RedisCache",
-                "LOCATION": server.url(0),
-                "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 0.5, "SOCKET_TIMEOUT": 0.5},
-                "KEY_PREFIX": f"outage-{secrets.token_hex(4)}",
-            }
-        }
+    with redis_as_cache(settings, "outage") as server:
         yield server
 
 

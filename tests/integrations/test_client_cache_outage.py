@@ -4,7 +4,6 @@ at max_delay) and sends it again; the cache is back by then and the write goes t
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -14,7 +13,7 @@ from django.core.signals import request_finished, request_started
 from memory_governance import RetryPolicy
 
 from tests.support.client import Personas
-from tests.support.redis_server import RedisServer, redis_server
+from tests.support.redis_server import RedisServer, redis_as_cache
 
 pytestmark = pytest.mark.django_db(transaction=True)
 FACT: dict[str, Any] = {
@@ -26,15 +25,7 @@ FACT: dict[str, Any] = {
 
 @pytest.fixture
 def redis_cache(settings: Any) -> Iterator[RedisServer]:
-    with redis_server() as server:
-        settings.CACHES = {
-            "default": {
-                "BACKEND": "django_redis.cache.RedisCache",
-                "LOCATION": server.url(0),
-                "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 0.5, "SOCKET_TIMEOUT": 0.5},
-                "KEY_PREFIX": f"client-outage-{secrets.token_hex(4)}",
-            }
-        }
+    with redis_as_cache(settings, "client-outage") as server:
         yield server
 
 

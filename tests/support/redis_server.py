@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import secrets
 import shutil
 import socket
 import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 
@@ -65,3 +67,19 @@ def redis_server() -> Iterator[RedisServer]:
         yield server
     finally:
         server.stop()
+
+
+@contextmanager
+def redis_as_cache(settings: Any, prefix: str) -> Iterator[RedisServer]:
+    """A throwaway redis-server as the default cache (short timeouts, a key prefix of its own), for a test that
+    stops and starts it: `settings` is pytest-django's fixture."""
+    with redis_server() as server:
+        settings.CACHES = {
+            "default": {
+                "BACKEND": "django_redis.cache.RedisCache",
+                "LOCATION": server.url(0),
+                "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 0.5, "SOCKET_TIMEOUT": 0.5},
+                "KEY_PREFIX": f"{prefix}-{secrets.token_hex(4)}",
+            }
+        }
+        yield server

@@ -8,6 +8,7 @@ Undo needs to know what the resolution changed: `resolve_dispute` keeps each cha
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -156,16 +157,7 @@ def _close_dispute(
     now: datetime,
     restorable: list[dict[str, Any]],
 ) -> None:
-    with audit.changing(
-        dispute,
-        tenant=dispute.tenant_id,
-        object_type="dispute",
-        object_id=dispute.public_id,
-        actor=principal,
-        action=audit.Action.DISPUTE_RESOLVED,
-        reason=reason,
-        at=now,
-    ) as event:
+    with _changing_dispute(dispute, principal, audit.Action.DISPUTE_RESOLVED, reason=reason, now=now) as event:
         dispute.status = Dispute.Status.RESOLVED
         dispute.resolved_at = now
         dispute.resolved_by = principal
@@ -177,6 +169,22 @@ def _close_dispute(
             "exclude_all": exclude_all,
             "restorable": restorable,
         }
+
+
+def _changing_dispute(
+    dispute: Dispute, principal: Principal, action: audit.Action, *, reason: str, now: datetime
+) -> AbstractContextManager[audit.Event]:
+    """`audit.changing` for a dispute: its one audited change, by `principal`, at `now`."""
+    return audit.changing(
+        dispute,
+        tenant=dispute.tenant_id,
+        object_type="dispute",
+        object_id=dispute.public_id,
+        actor=principal,
+        action=action,
+        reason=reason,
+        at=now,
+    )
 
 
 # --- Undo: reopening a resolved dispute ---------------------------------------------------------------
@@ -265,16 +273,7 @@ def reopen_dispute(principal: Principal, public_id: str, *, reason: str = "", no
             winner.refresh_from_db()
             hooks.belief_ended([winner], reason=f"Dispute reopened: {reason}", now=now)
         hooks.records_changed(list(records.values()))
-        with audit.changing(
-            dispute,
-            tenant=dispute.tenant_id,
-            object_type="dispute",
-            object_id=dispute.public_id,
-            actor=principal,
-            action=audit.Action.DISPUTE_REOPENED,
-            reason=reason,
-            at=now,
-        ) as event:
+        with _changing_dispute(dispute, principal, audit.Action.DISPUTE_REOPENED, reason=reason, now=now) as event:
             event.before = {
                 "winner": winner.memory_id if winner else None,
                 "resolved_at": _moment_text(dispute.resolved_at),
