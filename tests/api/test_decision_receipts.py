@@ -13,9 +13,9 @@ from django.utils import timezone
 from memory_admin.lib import signing
 from memory_admin.memory import receipts
 from memory_admin.memory.actions import Assertion, assert_fact
-from memory_admin.memory.models import DecisionReceipt, FieldPolicy
+from memory_admin.memory.models import DecisionReceipt
 from tests.support import DEADLINE, at, deadline, run_purge
-from tests.support.canonical_source import http_json_source
+from tests.support.canonical_source import deadline_policy_checked_before_action
 from tests.support.trust import verify_offline
 
 SUBJECT = DEADLINE["subject_id"]
@@ -25,16 +25,7 @@ VALUE = "2026-11-02T17:00+09:00"
 
 @pytest.fixture
 def policy(admin, source):
-    return FieldPolicy.objects.create(
-        tenant=admin.tenant,
-        predicate="submission_deadline",
-        canonical_ref_prefix="task-system:",
-        canonical_source=http_json_source(source[0], timeout=0.5),
-        recheck_interval=timedelta(days=1),
-        recheck_before_action=True,
-        on_failure=FieldPolicy.OnFailure.BLOCK_ACTION,
-        authorized_issuers=["agent-7", "olivia"],
-    )
+    return deadline_policy_checked_before_action(admin.tenant, source[0], authorized_issuers=["agent-7", "olivia"])
 
 
 @pytest.fixture

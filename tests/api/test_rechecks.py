@@ -10,7 +10,7 @@ from django.utils import timezone
 from memory_admin.memory.actions import assert_fact
 from memory_admin.memory.models import FieldPolicy, MemoryRecord, RecheckAttempt
 from tests.support import DEADLINE, deadline
-from tests.support.canonical_source import http_json_source
+from tests.support.canonical_source import deadline_policy_checked_before_action
 
 SUBJECT = DEADLINE["subject_id"]
 ACTION = {**DEADLINE, "purpose": "action"}
@@ -18,16 +18,7 @@ ACTION = {**DEADLINE, "purpose": "action"}
 
 @pytest.fixture
 def policy(admin, source):
-    return FieldPolicy.objects.create(
-        tenant=admin.tenant,
-        predicate="submission_deadline",
-        canonical_ref_prefix="task-system:",
-        canonical_source=http_json_source(source[0], timeout=0.5),
-        recheck_interval=timedelta(days=1),
-        recheck_before_action=True,
-        on_failure=FieldPolicy.OnFailure.BLOCK_ACTION,
-        authorized_issuers=["agent-7", "olivia"],
-    )
+    return deadline_policy_checked_before_action(admin.tenant, source[0], authorized_issuers=["agent-7", "olivia"])
 
 
 @pytest.fixture

@@ -14,9 +14,9 @@ from memory_governance import errors as client_errors
 from memory_admin.accounts.services import issue_token
 from memory_admin.lib import signing
 from memory_admin.memory.actions import assert_fact
-from memory_admin.memory.models import DecisionReceipt, FieldPolicy
+from memory_admin.memory.models import DecisionReceipt
 from tests.support import DEADLINE, deadline
-from tests.support.canonical_source import http_json_source
+from tests.support.canonical_source import deadline_policy_checked_before_action
 from tests.support.client import Personas
 from tests.support.mcp import FACT, data, over_http, run
 
@@ -27,15 +27,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def blocking_policy(admin, source):
-    return FieldPolicy.objects.create(
-        tenant=admin.tenant,
-        predicate="submission_deadline",
-        canonical_ref_prefix="task-system:",
-        canonical_source=http_json_source(source[0], timeout=0.5),
-        recheck_interval=timedelta(days=1),
-        recheck_before_action=True,
-        on_failure=FieldPolicy.OnFailure.BLOCK_ACTION,
-    )
+    return deadline_policy_checked_before_action(admin.tenant, source[0])
 
 
 @pytest.fixture

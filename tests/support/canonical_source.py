@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
@@ -99,3 +100,21 @@ def http_json_source(base_url: str, timeout: float = 1.0, **extra: Any) -> dict[
         "timeout_seconds": timeout,
         **extra,
     }
+
+
+def deadline_policy_checked_before_action(tenant: Any, base_url: str, **extra: Any) -> Any:
+    """The deadline's field policy as the recheck tests use it: the task system on loopback as its canonical source
+    (`http_json_source`, 0.5 s), a daily recheck, a recheck before every action, and actions blocked when the
+    source cannot be reached. `extra`: more of the policy's fields (authorized_issuers, ...)."""
+    from memory_admin.memory.models import FieldPolicy
+
+    return FieldPolicy.objects.create(
+        tenant=tenant,
+        predicate="submission_deadline",
+        canonical_ref_prefix="task-system:",
+        canonical_source=http_json_source(base_url, timeout=0.5),
+        recheck_interval=timedelta(days=1),
+        recheck_before_action=True,
+        on_failure=FieldPolicy.OnFailure.BLOCK_ACTION,
+        **extra,
+    )
