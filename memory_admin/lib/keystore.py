@@ -103,9 +103,9 @@ def _load_kek() -> bytes:
 
 def reset_cache() -> None:
     """Forget the KEK and this thread's connection (tests that point VAR_DIR or KEYSTORE_PATH elsewhere)."""
-    global _kek
+    global _kek, _index
     with _lock:
-        _kek = None
+        _kek = _index = None
     _open_cache.clear()
     connection = getattr(_local, "connection", None)
     if connection is not None:
@@ -147,8 +147,15 @@ def _connect() -> sqlite3.Connection:
     return connection
 
 
+_index: bytes | None = None
+
+
 def _index_key() -> bytes:
-    return hmac.new(_load_kek(), b"keystore index v1", hashlib.sha256).digest()
+    """The key of the store's tags, derived from the KEK once per process (every sealed write computes a tag)."""
+    global _index
+    if _index is None:
+        _index = hmac.new(_load_kek(), b"keystore index v1", hashlib.sha256).digest()
+    return _index
 
 
 def _tag(*parts: object) -> str:
