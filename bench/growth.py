@@ -91,18 +91,33 @@ def database_size() -> tuple[int, str]:
 def free_bytes() -> tuple[int, str]:
     """Free bytes on the PostgreSQL data directory's file system (the server's `data_directory` when this
     process can see it, else the repository's)."""
-    from django.db import DatabaseError, connection
+    from psycopg import Error
+
+    from bench.run import admin_connection
 
     path = str(REPO_ROOT)
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("SHOW data_directory")
-            data_dir = str(cursor.fetchone()[0])
-        if os.path.isdir(data_dir):
-            path = data_dir
-    except DatabaseError:  # not a superuser (nor pg_read_all_settings): measure where we are
+        with admin_connection() as admin:
+            row = admin.execute("SHOW data_directory").fetchone()
+        if row and os.path.isdir(str(row[0])):
+            path = str(row[0])
+    except Error:  # not a superuser (nor pg_read_all_settings): measure where we are
         pass
     return shutil.disk_usage(path).free, path
+
+
+def check_disk(name: str, size: int, min_free_gb: float) -> None:
+    """Exit, saying why, when generating `size` records would leave less than `min_free_gb` GiB free."""
+    free, where = free_bytes()
+    need = size * BYTES_PER_RECORD
+    left = (free - need) / 2**30
+    if left < min_free_gb:
+        sys.exit(
+            f"bench-growth: refusing to generate {size:,} records into {name}: about {need / 2**30:.1f} GiB needed, "
+            f"{free / 2**30:.1f} GiB free on {where}, which would leave {left:.1f} GiB, under --min-free-gb "
+            f"{min_free_gb:g}"
+        )
+    print(f"Disk: {free / 2**30:.1f} GiB free on {where}, about {need / 2**30:.1f} GiB needed for {size:,} records")
 
 
 def worker_generate(size: int, min_free_gb: float, seed: int) -> None:
@@ -123,6 +138,9 @@ def worker_generate(size: int, min_free_gb: float, seed: int) -> None:
 
     name = settings.DATABASES["default"]["NAME"]
     layout = Layout(size, subjects_for(size))
+    existed = database_exists(name)
+    if not existed:
+        check_disk(name, size, min_free_gb)
     prepare_database(regenerate=False)
     migrate()
     from memory_admin.accounts.services import ensure_principal
@@ -135,13 +153,8 @@ def worker_generate(size: int, min_free_gb: float, seed: int) -> None:
         print(f"{name}: {present:,} records present, kept ({pretty} on disk)")
         report({"generated": remembered_generation(name), "size_on_disk": pretty})
         return
-    free, where = free_bytes()
-    need = size * BYTES_PER_RECORD
-    if (free - need) / 2**30 < min_free_gb:
-        sys.exit(
-            f"{name}: refusing to generate {size:,} records: about {need / 2**30:.1f} GiB needed, "
-            f"{free / 2**30:.1f} GiB free on {where}, which would leave less than --min-free-gb {min_free_gb:g} GiB"
-        )
+    if existed:
+        check_disk(name, size, min_free_gb)
     if present:
         print(f"{name}: {present:,} generated records, not {size:,}: starting over")
         prepare_database(regenerate=True)
