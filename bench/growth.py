@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -269,97 +270,109 @@ def restore_freshness(before: list[tuple[int, Any, Any]]) -> None:
 
 
 def worker_measure(size: int, args: argparse.Namespace) -> None:
-    """The figures at this size, in this process (its own Django, on the size's database)."""
+    """The figures at this size, in this process (its own Django, on the size's database), one round at a time
+    as the parent asks on stdin ("round", then "end"), so that every size is measured under the same load."""
     from bench.run import BENCH_CACHE, drop_cache_keys, isolate
 
     os.environ.setdefault("EMBEDDER", "hashing")  # search's query embedding without a model (see docs/scaling.md)
     var_dir = isolate("redis://127.0.0.1:6379/14", os.environ.get("BENCH_CACHE_URL", BENCH_CACHE))
     try:
-        measure_size(size, args)
+        bench = SizeBench(size, args)
+        try:
+            print(READY, flush=True)
+            for line in sys.stdin:
+                if line.strip() == "round":
+                    report(bench.round())
+                elif line.strip() == "end":
+                    report(bench.finish())
+                    break
+        finally:
+            bench.restore()
     finally:
         shutil.rmtree(var_dir, ignore_errors=True)
         drop_cache_keys()
 
 
-def measure_size(size: int, args: argparse.Namespace) -> None:
-    from bench.setup import setup_django
+READY = "GROWTH-READY"
+BATCH_SIZE = 500  # items per assert_facts batch (POST /records/batch/ takes up to 1,000)
 
-    setup_django()
-    from django.conf import settings
-    from django.db import connection
 
-    name = settings.DATABASES["default"]["NAME"]
-    if not database_exists(name):
-        sys.exit(
-            f"bench-growth: database {name} for {size:,} records is missing; run without --measure-only "
-            "(or with --generate-only) to generate it"
-        )
-    from bench.measure import check_response, percentile, timed
-    from bench.run import generated_count
-    from bench.setup import bench_principal
+class SizeBench:
+    """One size's database, its sampled fact keys and its timed calls; `round()` times `per_round` calls of each
+    figure (and a batch of new facts), the first round after untimed warm-up calls."""
 
-    try:
-        principal = bench_principal()
-    except Exception as exc:  # no bench tenant: an empty or foreign database
-        sys.exit(f"bench-growth: {name} holds no bench data ({type(exc).__name__}); generate it first")
-    tenant_id = int(principal.tenant_id or 0)
-    present = generated_count(tenant_id)
-    if present != size:
-        sys.exit(f"bench-growth: {name} holds {present:,} generated records, not {size:,}; generate it again")
-    subjects = subjects_for(size)
-    iterations, warmup = args.iterations, max(3, args.iterations // 10)
-    with connection.cursor() as cursor:  # the same search state at every size and run (nothing embeds here)
-        cursor.execute("DELETE FROM derived_pendingvector WHERE tenant_id = %s", [tenant_id])
-    figures: dict[str, float] = {}
+    def __init__(self, size: int, args: argparse.Namespace) -> None:
+        from bench.setup import setup_django
 
-    def keep(key: str, samples: list[float]) -> None:
-        figures[f"{key}_p50"] = statistics.median(samples)
-        figures[f"{key}_p95"] = percentile(samples, 95)
+        setup_django()
+        from django.conf import settings
+        from django.db import connection
 
-    from rest_framework.test import APIClient
+        self.name = settings.DATABASES["default"]["NAME"]
+        if not database_exists(self.name):
+            sys.exit(
+                f"bench-growth: database {self.name} for {size:,} records is missing; run without --measure-only "
+                "(or with --generate-only) to generate it"
+            )
+        from bench.run import generated_count
+        from bench.setup import bench_principal
 
-    from memory_admin.accounts.services import issue_token
+        try:
+            self.principal = bench_principal()
+        except Exception as exc:  # no bench tenant: an empty or foreign database
+            sys.exit(f"bench-growth: {self.name} holds no bench data ({type(exc).__name__}); generate it first")
+        self.tenant_id = int(self.principal.tenant_id or 0)
+        present = generated_count(self.tenant_id)
+        if present != size:
+            sys.exit(f"bench-growth: {self.name} holds {present:,} generated records, not {size:,}; generate it again")
+        self.rounds = args.rounds
+        self.per_round = max(1, -(-args.iterations // args.rounds))
+        self.warmup = max(3, args.iterations // 10)
+        self.batch_per_round = max(1, -(-args.batch_facts // args.rounds))
+        self.done = 0  # rounds run
+        self.before: list[tuple[int, Any, Any]] = []
+        with connection.cursor() as cursor:  # the same search state at every size and run (nothing embeds here)
+            cursor.execute("DELETE FROM derived_pendingvector WHERE tenant_id = %s", [self.tenant_id])
+        self.prepare(size, args.seed)
 
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {issue_token(principal, 'bench-growth')}")
-    first = "/api/v1/records/?page_size=50"
-    check_response(client.get(first))
-    keep("list_first", timed(lambda _: client.get(first), iterations, warmup))
+    def prepare(self, size: int, seed: int) -> None:
+        from datetime import timedelta
+        from urllib.parse import urlencode
 
-    keys = sample_keys(tenant_id, subjects, iterations + warmup, args.seed + 1)
-    urls = [f"/api/v1/records/?page_size=50&project_id={k.project}&subject_id={k.subject_id}" for k in keys]
-    check_response(client.get(urls[0]))
-    keep("list_subject", timed(lambda i: client.get(urls[i % len(urls)]), iterations, warmup))
+        from django.utils import timezone
+        from rest_framework.test import APIClient
 
-    from datetime import timedelta
+        from bench.measure import check_response
+        from bench.run import SPAN
+        from memory_admin.accounts.services import issue_token
+        from memory_admin.memory import reads
+        from memory_admin.memory.models import MemoryRecord
 
-    from django.utils import timezone
+        principal, tenant_id, subjects = self.principal, self.tenant_id, subjects_for(size)
+        wanted = self.per_round * self.rounds + self.warmup
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {issue_token(principal, 'bench-growth')}")
+        first = "/api/v1/records/?page_size=50"
+        check_response(client.get(first))
+        keys = sample_keys(tenant_id, subjects, wanted, seed + 1)
+        lists = [f"/api/v1/records/?page_size=50&project_id={k.project}&subject_id={k.subject_id}" for k in keys]
+        check_response(client.get(lists[0]))
 
-    from bench.run import SPAN
-    from memory_admin.memory import reads
+        rng = random.Random(seed)
+        high = timezone.now()
+        low = high - SPAN - timedelta(days=1)
+        span = (high - low).total_seconds()
+        asks = [
+            (k, low + timedelta(seconds=rng.uniform(0, span)), low + timedelta(seconds=rng.uniform(0, span)))
+            for k in keys
+        ]
 
-    rng = random.Random(args.seed)
-    high = timezone.now()
-    low = high - SPAN - timedelta(days=1)
-    span = (high - low).total_seconds()
-    asks = [
-        (k, low + timedelta(seconds=rng.uniform(0, span)), low + timedelta(seconds=rng.uniform(0, span))) for k in keys
-    ]
+        def as_of(i: int) -> None:
+            key, valid_at, known_at = asks[i % len(asks)]
+            reads.as_of(principal, key.project, key.subject_id, key.predicate, valid_at=valid_at, known_at=known_at)
 
-    def as_of(i: int) -> None:
-        key, valid_at, known_at = asks[i % len(asks)]
-        reads.as_of(principal, key.project, key.subject_id, key.predicate, valid_at=valid_at, known_at=known_at)
-
-    keep("as_of", timed(as_of, iterations, warmup))
-
-    from urllib.parse import urlencode
-
-    from memory_admin.memory.models import MemoryRecord
-
-    action_keys = sample_keys(tenant_id, subjects, iterations + warmup, args.seed + 2)
-    ids = []
-    for k in action_keys:
-        ids.append(
+        action_keys = sample_keys(tenant_id, subjects, wanted, seed + 2)
+        ids = [
             MemoryRecord.objects.filter(
                 tenant_id=tenant_id,
                 project__key=k.project,
@@ -367,73 +380,101 @@ def measure_size(size: int, args: argparse.Namespace) -> None:
                 predicate=k.predicate,
                 is_head=True,
             ).values_list("pk", flat=True)[0]
-        )
-    facts = [
-        "/api/v1/facts/current/?"
-        + urlencode(
-            {"project_id": k.project, "subject_id": k.subject_id, "predicate": k.predicate, "purpose": "action"}
-        )
-        for k in action_keys
-    ]
-    before = fresh_for_action(ids)
-    try:
+            for k in action_keys
+        ]
+        facts = [
+            "/api/v1/facts/current/?"
+            + urlencode(
+                {"project_id": k.project, "subject_id": k.subject_id, "predicate": k.predicate, "purpose": "action"}
+            )
+            for k in action_keys
+        ]
+        self.before = fresh_for_action(ids)
         answer = client.get(facts[0])
         if answer.status_code != 200 or "receipt_id" not in answer.json():
             sys.exit(f"bench-growth: facts/current for action answered {answer.status_code}: {answer.content[:300]!r}")
-        keep("action", timed(lambda i: client.get(facts[i % len(facts)]), iterations, warmup))
-    finally:
-        restore_freshness(before)
+        searches = [
+            "/api/v1/search/?"
+            + urlencode({"project_id": k.project, "subject_id": k.subject_id, "q": f"{k.predicate} value", "k": 10})
+            for k in keys
+        ]
+        answer = client.get(searches[0])
+        if answer.status_code != 200:
+            sys.exit(f"bench-growth: search answered {answer.status_code}: {answer.content[:300]!r}")
+        self.reads: list[tuple[str, Callable[[int], object]]] = [
+            ("list_first", lambda _: client.get(first)),
+            ("list_subject", lambda i: client.get(lists[i % len(lists)])),
+            ("as_of", as_of),
+            ("action", lambda i: client.get(facts[i % len(facts)])),
+            ("search", lambda i: client.get(searches[i % len(searches)])),
+        ]
+        # Distinct fact keys for every CAS write of the run; a seed of the moment, as earlier runs moved heads.
+        self.cas_keys = sample_keys(tenant_id, subjects, wanted, seed + 3 + int(time.time()))
 
-    searches = [
-        "/api/v1/search/?"
-        + urlencode({"project_id": k.project, "subject_id": k.subject_id, "q": f"{k.predicate} value", "k": 10})
-        for k in keys
-    ]
-    answer = client.get(searches[0])
-    if answer.status_code != 200:
-        sys.exit(f"bench-growth: search answered {answer.status_code}: {answer.content[:300]!r}")
-    keep("search", timed(lambda i: client.get(searches[i % len(searches)]), iterations, warmup))
+    def round(self) -> dict[str, Any]:
+        from bench.measure import timed
+        from bench.run import cas_writes
 
-    from bench.run import cas_writes
-
-    cas_keys = sample_keys(tenant_id, subjects, iterations + warmup, args.seed + 3 + int(time.time()))
-    run = cas_writes(principal, cas_keys, warmup, f"growth-{os.getpid()}")
-    if run.errors or set(run.outcomes) != {"created"}:
-        sys.exit(f"bench-growth: CAS writes expected created, got {dict(run.outcomes)}, errors {dict(run.errors)}")
-    keep("cas", run.samples_ms)
-
-    figures["batch_facts_per_s"] = batch_rate(principal, args.batch_facts)
-
-    from bench.rechecks import drop_side_effects
-
-    print(drop_side_effects())
-    with connection.cursor() as cursor:
-        cursor.execute("DELETE FROM derived_pendingvector WHERE tenant_id = %s", [tenant_id])
-    size_bytes, _ = database_size()
-    report(
-        {
-            "figures": figures,
-            "records": MemoryRecord.objects.filter(tenant_id=tenant_id).count(),
-            "size_mib": size_bytes / 2**20,
-            "generated": remembered_generation(name),
+        warmup = self.warmup if self.done == 0 else 0
+        offset = self.done * self.per_round
+        samples: dict[str, list[float]] = {}
+        for key, fn in self.reads:
+            samples[key] = timed(shifted(fn, offset), self.per_round, warmup)
+        start = 0 if self.done == 0 else self.warmup + offset
+        heads = self.cas_keys[start : self.warmup + offset + self.per_round]
+        run = cas_writes(self.principal, heads, warmup, f"growth-{os.getpid()}-{self.done}")
+        if run.errors or set(run.outcomes) != {"created"}:
+            sys.exit(f"bench-growth: CAS writes expected created, got {dict(run.outcomes)}, errors {dict(run.errors)}")
+        samples["cas"] = run.samples_ms
+        batch_seconds = batch_write(self.principal, self.batch_per_round, warm=self.done == 0, tag=str(self.done))
+        self.done += 1
+        return {
+            "samples": samples,
+            "batch": [self.batch_per_round, batch_seconds],
             "load": os.getloadavg()[0],
-            "iterations": iterations,
         }
-    )
+
+    def restore(self) -> None:
+        if self.before:
+            restore_freshness(self.before)
+            self.before = []
+
+    def finish(self) -> dict[str, Any]:
+        from django.db import connection
+
+        from bench.rechecks import drop_side_effects
+        from memory_admin.memory.models import MemoryRecord
+
+        self.restore()
+        print(drop_side_effects())
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM derived_pendingvector WHERE tenant_id = %s", [self.tenant_id])
+        size_bytes, _ = database_size()
+        return {
+            "records": MemoryRecord.objects.filter(tenant_id=self.tenant_id).count(),
+            "size_mib": size_bytes / 2**20,
+            "generated": remembered_generation(self.name),
+        }
 
 
-BATCH_SIZE = 500  # items per assert_facts batch (POST /records/batch/ takes up to 1,000)
+def shifted(fn: Callable[[int], object], offset: int) -> Callable[[int], object]:
+    """fn with the call's index moved on by `offset` (each round reads the next keys)."""
+
+    def call(i: int) -> object:
+        return fn(offset + i)
+
+    return call
 
 
-def batch_rate(principal: Any, facts: int) -> float:
-    """New facts through `assert_facts` (the batch door's function) in batches of BATCH_SIZE: facts per second
-    over the batches' own time, after one untimed warm-up batch."""
+def batch_write(principal: Any, facts: int, *, warm: bool, tag: str) -> float:
+    """Seconds to write `facts` new facts through `assert_facts` (the batch door's function) in batches of
+    BATCH_SIZE, after one untimed warm-up batch when `warm`."""
     from datetime import UTC, datetime
 
     from memory_admin.memory.actions import Assertion
     from memory_admin.memory.batch import assert_facts
 
-    run = f"growth-{os.getpid()}-{int(time.time())}"
+    run = f"growth-{os.getpid()}-{int(time.time())}-{tag}"
     valid_from = datetime(2026, 10, 20, tzinfo=UTC)
 
     def items(first: int, n: int) -> list[Any]:
@@ -456,7 +497,8 @@ def batch_rate(principal: Any, facts: int) -> float:
         if wrong:
             sys.exit(f"bench-growth: batch items expected created, got {sorted(map(str, wrong))}")
 
-    apply(items(0, min(BATCH_SIZE, 100)))
+    if warm:
+        apply(items(0, min(BATCH_SIZE, 100)))
     seconds, done = 0.0, 0
     while done < facts:
         n = min(BATCH_SIZE, facts - done)
@@ -465,17 +507,14 @@ def batch_rate(principal: Any, facts: int) -> float:
         apply(batch)
         seconds += time.perf_counter() - t0
         done += n
-    return facts / seconds
+    return seconds
 
 
 # --- The parent: one process per size and phase, then the table ---------------------------------
 
 
-def run_worker(base_url: str, size: int, phase: str, args: argparse.Namespace) -> dict[str, Any]:
-    """Run this script for one size and phase with DATABASE_URL naming the size's database; its output passes
-    through; returns the result it reports (exits when it fails)."""
-    env = dict(os.environ, DATABASE_URL=database_url(base_url, database_name(size, args.database_prefix)))
-    command = [
+def worker_command(size: int, phase: str, args: argparse.Namespace) -> list[str]:
+    return [
         sys.executable,
         str(Path(__file__).resolve()),
         "--worker",
@@ -492,18 +531,110 @@ def run_worker(base_url: str, size: int, phase: str, args: argparse.Namespace) -
         str(args.iterations),
         "--batch-facts",
         str(args.batch_facts),
+        "--rounds",
+        str(args.rounds),
     ]
-    result: dict[str, Any] | None = None
-    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True, bufsize=1) as proc:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.startswith(RESULT_PREFIX):
-                result = json.loads(line[len(RESULT_PREFIX) :])
-            else:
-                print(f"[{label(size)}] {line}", end="", flush=True)
-    if proc.returncode or result is None:
-        name = database_name(size, args.database_prefix)
-        sys.exit(f"bench-growth: the {phase} of {label(size)} ({name}) failed (exit {proc.returncode})")
+
+
+def worker_env(base_url: str, size: int, args: argparse.Namespace) -> dict[str, str]:
+    return dict(os.environ, DATABASE_URL=database_url(base_url, database_name(size, args.database_prefix)))
+
+
+def read_answer(proc: subprocess.Popen[str], size: int, args: argparse.Namespace, wanted: str) -> str:
+    """Pass the worker's lines through (prefixed with its size) until one starts with `wanted`; exits, naming
+    the size's database, when the worker ends first."""
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith(wanted):
+            return line[len(wanted) :].strip()
+        print(f"[{label(size)}] {line}", end="", flush=True)
+    code = proc.wait()
+    sys.exit(
+        f"bench-growth: the measurement of {label(size)} ({database_name(size, args.database_prefix)}) failed "
+        f"(exit {code})"
+    )
+
+
+def measure_interleaved(base_url: str, args: argparse.Namespace) -> dict[int, dict[str, Any]]:
+    """One worker per size, all alive at once; then `--rounds` rounds, each asking every size in turn (the order
+    rotating) for its share of the calls, so that the machine's load falls on every size alike."""
+    procs: dict[int, subprocess.Popen[str]] = {}
+    try:
+        for size in args.size_list:
+            procs[size] = subprocess.Popen(
+                worker_command(size, "measure", args),
+                env=worker_env(base_url, size, args),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                bufsize=1,
+            )
+            read_answer(procs[size], size, args, READY)
+        samples: dict[int, dict[str, list[float]]] = {size: {} for size in args.size_list}
+        batch = {size: [0.0, 0.0] for size in args.size_list}
+        loads: list[float] = []
+        for r in range(args.rounds):
+            order = args.size_list[r % len(args.size_list) :] + args.size_list[: r % len(args.size_list)]
+            for size in order:
+                proc = procs[size]
+                assert proc.stdin is not None
+                proc.stdin.write("round\n")
+                proc.stdin.flush()
+                answer = json.loads(read_answer(proc, size, args, RESULT_PREFIX))
+                for key, values in answer["samples"].items():
+                    samples[size].setdefault(key, []).extend(values)
+                batch[size][0] += answer["batch"][0]
+                batch[size][1] += answer["batch"][1]
+                loads.append(answer["load"])
+            print(f"round {r + 1}/{args.rounds} done (load average {loads[-1]:.2f})", flush=True)
+        results: dict[int, dict[str, Any]] = {}
+        for size, proc in procs.items():
+            assert proc.stdin is not None
+            proc.stdin.write("end\n")
+            proc.stdin.flush()
+            result = json.loads(read_answer(proc, size, args, RESULT_PREFIX))
+            read_answer_rest(proc, size)
+            figures: dict[str, float] = {}
+            for key, values in samples[size].items():
+                figures[f"{key}_p50"] = statistics.median(values)
+                figures[f"{key}_p95"] = percentile(values, 95)
+            figures["batch_facts_per_s"] = batch[size][0] / batch[size][1]
+            result["figures"] = figures
+            result["load"] = statistics.mean(loads)
+            result["calls"] = len(samples[size]["list_first"])
+            result["rounds"] = args.rounds
+            results[size] = result
+        return results
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def read_answer_rest(proc: subprocess.Popen[str], size: int) -> None:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        print(f"[{label(size)}] {line}", end="", flush=True)
+    proc.wait()
+
+
+def percentile(samples: list[float], pct: float) -> float:
+    from bench.measure import percentile as measured
+
+    return measured(samples, pct)
+
+
+def run_worker(base_url: str, size: int, phase: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Run this script for one size and phase with DATABASE_URL naming the size's database; its output passes
+    through; returns the result it reports (exits when it fails)."""
+    with subprocess.Popen(
+        worker_command(size, phase, args), env=worker_env(base_url, size, args), stdout=subprocess.PIPE, text=True
+    ) as proc:
+        result = json.loads(read_answer(proc, size, args, RESULT_PREFIX))
+        read_answer_rest(proc, size)
+    if proc.returncode:
+        sys.exit(f"bench-growth: the {phase} of {label(size)} failed (exit {proc.returncode})")
     return result
 
 
@@ -522,7 +653,7 @@ ROWS = (
     ("cas_p50", "CAS write (assert_fact), p50 ms", "{:.2f}"),
     ("cas_p95", "CAS write (assert_fact), p95 ms", "{:.2f}"),
     ("batch_facts_per_s", "batch write, facts/s", "{:,.0f}"),
-    ("load", "load average (1 min) after", "{:.2f}"),
+    ("load", "load average (1 min), mean of rounds", "{:.2f}"),
 )
 LABEL_WIDTH = 36
 COLUMN_WIDTH = 12
@@ -547,7 +678,8 @@ def print_growth_table(sizes: list[int], results: dict[int, dict[str, Any]]) -> 
     print()
     print(
         f"Growth curve: {', '.join(f'{label(s)} = {s:,}' for s in sizes)} records, {RECORDS_PER_SUBJECT} per subject; "
-        f"{next(iter(results.values()))['iterations']} timed calls per read figure; {os.cpu_count()} CPUs"
+        f"{next(iter(results.values()))['calls']} timed calls per figure in {next(iter(results.values()))['rounds']} rounds, the sizes in turn "
+        f"in each; {os.cpu_count()} CPUs"
     )
     for line in growth_table(sizes, results):
         print(line)
@@ -584,6 +716,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--iterations", type=int, default=200, help="timed calls per read figure (default 200)")
     parser.add_argument("--batch-facts", type=int, default=2000, help="facts in the timed batch writes (default 2000)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=5,
+        help="rounds the calls are split into, every size measured in each round in turn (default 5)",
+    )
     parser.add_argument("--seed", type=int, default=42, help="random seed of the data and of the samples")
     parser.add_argument(
         "--database-prefix",
@@ -595,8 +733,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.size_list = parse_sizes(parser, args.sizes)
     if "bench" not in args.database_prefix:  # a mismatched database is dropped and generated again
         parser.error("--database-prefix must contain 'bench' (those databases are dropped when they do not match)")
-    if args.iterations < 1 or args.batch_facts < 1:
-        parser.error("--iterations and --batch-facts must be positive")
+    if args.iterations < 1 or args.batch_facts < 1 or args.rounds < 1:
+        parser.error("--iterations, --batch-facts and --rounds must be positive")
     return args
 
 
@@ -621,8 +759,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"[{label(size)}] ready ({time.perf_counter() - started:.1f} s)", flush=True)
     if args.generate_only:
         return
-    results = {size: run_worker(base_url, size, "measure", args) for size in args.size_list}
-    print_growth_table(args.size_list, results)
+    print_growth_table(args.size_list, measure_interleaved(base_url, args))
 
 
 if __name__ == "__main__":
