@@ -3,9 +3,10 @@ one table with the sizes as columns (issue 36, item 3; docs/scaling.md).
 
 Each size has its own database, memory_admin_bench_<1m|10m|30m> (the size's label), generated once with the bench's
 own COPY generator (bench/run.py `generate`) and kept: the data's shape is the same at every size (100 records per
-subject over 100 predicates, revisions of each fact key spread over five years), only its amount grows. Then, at
-each size, in a process of its own: the API list page, as-of, facts/current for action, a CAS write, a batch write
-and search, printed, never asserted.
+subject over 100 predicates, revisions of each fact key spread over five years), only its amount grows. Then one process per size, all alive
+at once, each on its own database, measures the API list page, as-of, facts/current for action, search, a CAS write
+and a batch write, in `--rounds` rounds with the sizes in turn in each, so that a shared machine's load falls on every
+size alike. Printed, never asserted.
 
 Run: `make bench-growth` or
 `DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python bench/growth.py --sizes 1000000,10000000`
@@ -35,6 +36,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO_ROOT / "bench"]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
+
+from bench.measure import percentile  # noqa: E402
 
 DEFAULT_SIZES = (1_000_000, 10_000_000, 30_000_000)
 RECORDS_PER_SUBJECT = 100  # bench/run.py's default shape (1M records over 10,000 subjects), kept at every size
@@ -643,12 +646,6 @@ def read_answer_rest(proc: subprocess.Popen[str], size: int) -> None:
     for line in proc.stdout:
         print(f"[{label(size)}] {line}", end="", flush=True)
     proc.wait()
-
-
-def percentile(samples: list[float], pct: float) -> float:
-    from bench.measure import percentile as measured
-
-    return measured(samples, pct)
 
 
 def run_worker(base_url: str, size: int, phase: str, args: argparse.Namespace) -> dict[str, Any]:
