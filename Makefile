@@ -16,7 +16,7 @@ TEST_VAR ?= $(CURDIR)/var/test$(if $(LAYER),-$(LAYER))
 # subfolder, Celery queue and cache key prefix (tests/support/workers.py). TEST_WORKERS=0 runs in this one process.
 TEST_WORKERS ?= 2
 
-.PHONY: run test test-prepared test-sqlite smoke deploy-check lint bench bench-stores bench-load bench-mcp bench-onboarding bench-stale-stats bench-integrations install clean
+.PHONY: run test test-prepared test-sqlite smoke deploy-check lint bench bench-stores bench-load bench-mcp bench-onboarding bench-stale-stats bench-integrations bench-growth install clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@test -x $(PY) || "$$(bin/find-python)" -m venv $(VENV)
@@ -104,6 +104,13 @@ bench: $(STAMP)
 	@set -euo pipefail; \
 	db_url=$$(bin/ensure-postgres); \
 	DATABASE_URL="$${db_url%/*}/memory_admin_bench" $(PY) bench/run.py $(BENCH_ARGS)
+
+# The growth curve: the same read and write figures at 1M, 10M and 30M records, one database each, generated once
+# and kept (bench/growth.py, docs/scaling.md). ~30 GiB and ~1 h the first time; BENCH_ARGS="--measure-only" after.
+bench-growth: $(STAMP)
+	@set -euo pipefail; \
+	db_url=$$(bin/ensure-postgres); \
+	DATABASE_URL="$${db_url%/*}/postgres" nice -n 10 $(PY) bench/growth.py $(BENCH_ARGS)
 
 # Derived stores and deletion figures: propagation, vector search, deleting a large subject.
 bench-stores: $(STAMP)
