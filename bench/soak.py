@@ -48,7 +48,6 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -511,17 +510,36 @@ def build(work: Path, processes: Processes, workers: int) -> Stack:
     people = [("agent-1", "agent"), ("agent-2", "agent"), ("agent-3", "agent"), ("olga", "owner")]
     people.append(("carl", "compliance"))
     wanted = [(tenant, name, role) for tenant in TENANTS for name, role in people]
-    # One tenant's first principal creates the tenant: that one first, the rest side by side.
-    first = {
-        manage(env, "create_principal", "--tenant", t, "--name", n, "--role", r): (t, n) for t, n, r in wanted[::5]
-    }
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        rest = [w for w in wanted if w not in wanted[::5]]
-        made = pool.map(
-            lambda w: manage(env, "create_principal", "--tenant", w[0], "--name", w[1], "--role", w[2]), rest
-        )
-        tokens = {(t, n): token for (t, n, _), token in zip(rest, made, strict=True)}
-    tokens.update({who: token for token, who in first.items()})
+    # The documented command (docs/operations.md "API tokens"), once per principal, in one process (each
+    # manage.py start costs seconds on a loaded machine): one token a line.
+    script = (
+        "import io, json, sys\n"
+        "from django.core.management import call_command\n"
+        "for tenant, name, role in json.loads(sys.argv[-1]):\n"
+        "    out = io.StringIO()\n"
+        "    call_command('create_principal', '--tenant', tenant, '--name', name, '--role', role, stdout=out)\n"
+        "    print(out.getvalue().strip().splitlines()[-1])\n"
+    )
+    made = subprocess.run(
+        [
+            PYTHON,
+            "-c",
+            "import django, os, sys; os.environ.setdefault('DJANGO_SETTINGS_MODULE', "
+            "'memory_admin.settings'); django.setup(); exec(sys.argv[1])",
+            script,
+            json.dumps(wanted),
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    lines = made.stdout.strip().splitlines()
+    if made.returncode or len(lines) != len(wanted):
+        raise SoakError(f"create_principal failed: {made.stderr[-2000:]}")
+    tokens = {(t, n): token for (t, n, _), token in zip(wanted, lines, strict=True)}
     webs = [free_port(), free_port()]
     for i, port in enumerate(webs):
         command = [str(BIN / "gunicorn"), "-c", "python:memory_admin.gunicorn_conf", "--bind", f"127.0.0.1:{port}"]
