@@ -26,7 +26,7 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from deletion import stores
@@ -210,7 +210,10 @@ def purge_store(self: Any, progress_id: int) -> str:
 @shared_task
 def resume_abandoned_stores() -> int:
     """Beat task (every DELETION_RESUME_SECONDS): send each store whose worker's lease ran out (a worker
-    that died mid-purge stops renewing it) to a live worker. Cheap: one indexed read per tenant."""
+    that died mid-purge stops renewing it) to a live worker, and set the stages of each request whose stores
+    are all verified but whose stages were never set (the worker that verified the last store died before it
+    set them; its message comes back only after the broker's visibility timeout). Cheap: two indexed reads per
+    tenant."""
     now = timezone.now()
     resumed = 0
     for _ in for_each_tenant("resume_abandoned_stores"):
@@ -222,7 +225,16 @@ def resume_abandoned_stores() -> int:
         for progress_id in ids:
             purge_store.delay(progress_id)
         resumed += len(ids)
+        for request_id in _verified_but_unconfirmed():
+            resumed += finish_if_verified(request_id)
     return resumed
+
+
+def _verified_but_unconfirmed() -> list[int]:
+    """The tenant's requests being purged whose every store is verified, with no stage 3 set yet."""
+    open_store = StoreProgress.objects.filter(request=OuterRef("pk")).exclude(state=StoreProgress.State.VERIFIED)
+    requests = DeletionRequest.objects.filter(state=DeletionRequest.State.PURGING, purge_confirmed_at__isnull=True)
+    return list(requests.filter(~Exists(open_store)).values_list("id", flat=True)[:500])
 
 
 @shared_task
