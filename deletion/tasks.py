@@ -148,7 +148,14 @@ def purge_store(self: Any, progress_id: int) -> str:
     """Purge one store of one request, then read the store again to verify; set the stages only when
     every store is verified. The first to start finds the targets of every store that waited for the purge
     (`find_pending`), before any store purges."""
-    if not _claim(progress_id):
+    try:
+        claimed = _claim(progress_id)
+    except outages.DATABASE_ERRORS as exc:
+        # The database went away before the store was claimed (nothing of it done): try again shortly rather than
+        # fail and wait for beat's reconcile sweep (found by `make soak`: 30 s after a PostgreSQL restart of 5 s).
+        _drop_if_broken()
+        raise self.retry(countdown=2, exc=exc) from None
+    if not claimed:
         # A retry after the store was verified but before the request's stages were set (the connection was
         # lost in between) sets them now.
         request_id = StoreProgress.objects.filter(pk=progress_id, state=StoreProgress.State.VERIFIED).values_list(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
+from django.db import OperationalError
 
 from deletion import tasks
 from deletion.models import DeletionRequest, StoreProgress
@@ -51,3 +52,34 @@ def test_the_resume_sweep_sets_the_stages_of_a_request_whose_stores_are_all_veri
     assert request.purge_confirmed_at >= max(verified)  # never before the last store was verified
 
     assert tasks.resume_abandoned_stores() == 0  # nothing left to set
+
+
+@pytest.mark.django_db
+def test_a_store_whose_claim_meets_a_lost_connection_is_retried_not_dropped(
+    api, agent, compliance, monkeypatch
+) -> None:
+    """The database gone at the moment a store's task claims it (a PostgreSQL restart): the task is retried and the
+    request reaches purge_confirmed, instead of failing and waiting for beat's reconcile sweep."""
+    assert_fact(agent, deadline("2026-10-30T17:00+09:00", "r17", at(10, 20)))
+    filed = api(compliance).post(
+        URL,
+        {"project_id": "project-a", "scope": {"subject_id": DEADLINE["subject_id"]}, "reason": "Data subject request"},
+        format="json",
+    )
+    request = DeletionRequest.objects.get(public_id=filed.json()["id"])
+    claim = tasks._claim
+    failed: list[int] = []
+
+    def claim_after_a_lost_connection(progress_id: int) -> bool:
+        if not failed:
+            failed.append(progress_id)
+            raise OperationalError("the database system is shutting down")
+        return claim(progress_id)
+
+    monkeypatch.setattr(tasks, "_claim", claim_after_a_lost_connection)
+    for progress in StoreProgress.objects.filter(request=request):
+        tasks.purge_store.apply(args=[progress.pk])
+    assert failed, "the claim never met the lost connection"
+    assert StoreProgress.objects.get(pk=failed[0]).state == StoreProgress.State.VERIFIED
+    request.refresh_from_db()
+    assert request.state == DeletionRequest.State.PURGE_CONFIRMED and request.purge_confirmed_at is not None
