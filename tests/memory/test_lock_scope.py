@@ -78,3 +78,36 @@ def test_locking_a_dispute_a_record_or_an_action_leaves_the_project_row_free(age
     assert locked_while(lambda: get_dispute(owner, dispute.public_id, for_update=True), project_id) == "free"
     assert locked_while(lambda: get_record(owner, other.memory_id, for_update=True), project_id) == "free"
     assert locked_while(lambda: lineage.get_action(agent, plan.public_id, for_update=True), project_id) == "free"
+
+
+def record_row_lockable_elsewhere(record_pk: int) -> str:
+    """As project_row_lockable_elsewhere, for a record's row (a cache manifest's or a receipt's foreign key)."""
+    found: dict[str, str] = {}
+
+    def check() -> None:
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("SELECT 1 FROM memory_memoryrecord WHERE id = %s FOR KEY SHARE NOWAIT", [record_pk])
+                found["result"] = "free" if cursor.fetchone() == (1,) else "no row"
+        except Exception as exc:  # the lock not available: what the assertion reports
+            found["result"] = type(exc).__name__
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(check,))
+    thread.start()
+    thread.join(timeout=30)
+    return found.get("result", "no answer within 30 s")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_write_in_progress_does_not_block_foreign_key_checks_on_the_facts_records(agent) -> None:
+    """A write holds its fact's records until it commits (FOR NO KEY UPDATE): other writers of the fact wait, but a
+    read filling the cache, whose manifest names the current record, checks that foreign key at its COMMIT without
+    waiting. With FOR UPDATE it waited, while the write waited to evict that manifest's row: a deadlock, found by
+    `make soak` (a 503 on GET /facts/current/)."""
+    first = assert_fact(agent, deadline("2026-10-30T17:00+09:00", "r17", at(10, 20))).record
+    with transaction.atomic():
+        assert_fact(agent, deadline("2026-11-02T17:00+09:00", "r18", at(10, 22), expected_revision=1))
+        assert record_row_lockable_elsewhere(first.pk) == "free"
+    assert MemoryRecord.objects.get(pk=first.pk).status == "superseded"
