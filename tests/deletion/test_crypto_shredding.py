@@ -20,10 +20,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,20 +30,11 @@ from typing import Any
 
 import pytest
 
+from tests.support.pg_cluster import PgCluster, postgres_bin
+
 pytestmark = pytest.mark.postgres_only(reason="reads the data directory and WAL of a throwaway PostgreSQL cluster")
 
 ROOT = Path(__file__).resolve().parents[2]
-BIN = Path("/usr/local/bin")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _as_postgres(command: list[str]) -> list[str]:
-    return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else command
 
 
 @dataclass
@@ -98,43 +87,15 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    if not (BIN / "initdb").exists() or shutil.which("psql") is None or shutil.which("pg_dump") is None:
+    if postgres_bin() is None or shutil.which("psql") is None or shutil.which("pg_dump") is None:
         pytest.skip("initdb, pg_ctl, psql and pg_dump are needed for a throwaway cluster")
-    top = Path(tempfile.mkdtemp(prefix="shred-"))
-    data, var = top / "data", top / "var"
+    server = PgCluster.create(prefix="shred-")
+    var = server.top / "var"
     var.mkdir()
-    if os.geteuid() == 0:
-        shutil.chown(top, "postgres")
-    port = _free_port()
-    subprocess.run(
-        _as_postgres([str(BIN / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8"]),
-        check=True,
-        capture_output=True,
-    )
-    subprocess.run(
-        _as_postgres(
-            [
-                str(BIN / "pg_ctl"),
-                "-D",
-                str(data),
-                "-l",
-                str(top / "server.log"),
-                "-o",
-                f"-p {port} -k {top} -c listen_addresses=127.0.0.1",
-                "-w",
-                "start",
-            ]
-        ),
-        check=True,
-        capture_output=True,
-    )
     try:
-        yield Cluster(data, port, var)
+        yield Cluster(server.data, server.port, var)
     finally:
-        subprocess.run(
-            _as_postgres([str(BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"]), capture_output=True
-        )
-        shutil.rmtree(top, ignore_errors=True)
+        server.destroy()
 
 
 def test_after_the_purge_no_copy_of_a_sealed_value_is_readable(cluster: Cluster, record_property: Any) -> None:
