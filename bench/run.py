@@ -80,6 +80,7 @@ COLUMNS = (
     "retain_until",
     "revision",
     "source_canonical_ref",
+    "source_system",
     "source_revision",
     "issuer_id",
     "entered_current",
@@ -259,7 +260,7 @@ def generate_lines(
     for s in range(layout.subjects):
         subject = subject_key(s)
         project_id = project_ids[s % len(project_ids)]
-        source = f"bench://crm/{subject}"
+        source = f"bench://crm/{subject}"  # generated in clear (as the values), its system `bench` beside it
         n = layout.records_of(s)
         facts = min(PREDICATES, max(1, round(n / 3)))
         chains = [1] * facts
@@ -291,7 +292,7 @@ def generate_lines(
                 lines.append(
                     f'{rid}\t{tenant_id}\t{project_id}\t{GENERATED_PREFIX}{rid}\t{subject}\t{predicate}\t"v{rid}"\t'
                     f"{status}\t\t{valid_from[j]}\t{valid_to}\t\\N\t{cut_at}\t{recorded_from[j]}\t{cut_at}\t"
-                    f"\\N\t\\N\t\\N\t{rev}\t{source}\tr{rev}\t{issuer_id}\tt\t{head}\t{successor}\t[]\t[]\t\n"
+                    f"\\N\t\\N\t\\N\t{rev}\t{source}\tbench\tr{rev}\t{issuer_id}\tt\t{head}\t{successor}\t[]\t[]\t\n"
                 )
             next_id += k
         yield s, lines
