@@ -64,7 +64,13 @@ def sample_floor_heads(tenant_id: int, n: int, seed: int) -> list[FloorHead]:
         )
         rows = cursor.fetchall()
     # The ref is stored sealed (lib.sealing): opened, as the model field's reads do.
-    return [FloorHead(*row[:7], sealing.open_text(row[7], "record.source_ref"), row[8]) for row in rows]
+    return [
+        FloorHead(pk, memory_id, project_pk, project, subject, predicate, revision, sealing.open_text(ref, _REF), rev)
+        for pk, memory_id, project_pk, project, subject, predicate, revision, ref, rev in rows
+    ]
+
+
+_REF = "record.source_ref"
 
 
 def _next_source_revision(head: FloorHead) -> str:

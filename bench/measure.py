@@ -100,7 +100,10 @@ def sample_heads(tenant_id: int, n: int, seed: int) -> list[Head]:
         )
         rows = cursor.fetchall()
     # The ref is stored sealed (lib.sealing): opened, as the model field's reads do.
-    return [Head(*row[:4], sealing.open_text(row[4], "record.source_ref"), row[5]) for row in rows]
+    return [
+        Head(project, subject, predicate, revision, sealing.open_text(ref, "record.source_ref"), source_revision)
+        for project, subject, predicate, revision, ref, source_revision in rows
+    ]
 
 
 def check_response(response: Any, expect_results: bool = True) -> None:
