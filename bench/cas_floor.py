@@ -47,6 +47,8 @@ def sample_floor_heads(tenant_id: int, n: int, seed: int) -> list[FloorHead]:
     """n distinct random fact keys of the tenant with their current, accepted head."""
     from django.db import connection
 
+    from memory_admin.lib import sealing
+
     with connection.cursor() as cursor:
         cursor.execute("SELECT setseed(%s)", [(seed % 1000) / 1000])
         cursor.execute(
@@ -60,7 +62,15 @@ def sample_floor_heads(tenant_id: int, n: int, seed: int) -> list[FloorHead]:
             """,
             [tenant_id, n],
         )
-        return [FloorHead(*row) for row in cursor.fetchall()]
+        rows = cursor.fetchall()
+    # The ref is stored sealed (lib.sealing): opened, as the model field's reads do.
+    return [
+        FloorHead(pk, memory_id, project_pk, project, subject, predicate, revision, sealing.open_text(ref, _REF), rev)
+        for pk, memory_id, project_pk, project, subject, predicate, revision, ref, rev in rows
+    ]
+
+
+_REF = "record.source_ref"
 
 
 def _next_source_revision(head: FloorHead) -> str:

@@ -85,6 +85,8 @@ def sample_heads(tenant_id: int, n: int, seed: int) -> list[Head]:
     """n distinct random fact keys of the tenant with their current head (as a client would read it)."""
     from django.db import connection
 
+    from memory_admin.lib import sealing
+
     with connection.cursor() as cursor:
         cursor.execute("SELECT setseed(%s)", [(seed % 1000) / 1000])
         cursor.execute(
@@ -96,7 +98,12 @@ def sample_heads(tenant_id: int, n: int, seed: int) -> list[Head]:
             """,
             [tenant_id, n],
         )
-        return [Head(*row) for row in cursor.fetchall()]
+        rows = cursor.fetchall()
+    # The ref is stored sealed (lib.sealing): opened, as the model field's reads do.
+    return [
+        Head(project, subject, predicate, revision, sealing.open_text(ref, "record.source_ref"), source_revision)
+        for project, subject, predicate, revision, ref, source_revision in rows
+    ]
 
 
 def check_response(response: Any, expect_results: bool = True) -> None:

@@ -260,7 +260,7 @@ def generate_lines(
     for s in range(layout.subjects):
         subject = subject_key(s)
         project_id = project_ids[s % len(project_ids)]
-        source = f"bench://crm/{subject}"
+        source = f"bench://crm/{subject}"  # generated in clear (as the values), its system `bench` beside it
         n = layout.records_of(s)
         facts = min(PREDICATES, max(1, round(n / 3)))
         chains = [1] * facts
