@@ -103,7 +103,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	@set -euo pipefail; \
 	db_url=$$(bin/ensure-postgres); \
-	DATABASE_URL="$${db_url%/*}/memory_admin_bench" $(PY) bench/run.py $(BENCH_ARGS)
+	DATABASE_URL="$${db_url%/*}/memory_admin_bench" $(PY) bench/run.py $(if $(BENCH_RECORDS),--records $(BENCH_RECORDS)) $(BENCH_ARGS)
 
 # Derived stores and deletion figures: propagation, vector search, deleting a large subject.
 bench-stores: $(STAMP)
