@@ -44,6 +44,34 @@ def _slots(params: Any, wanted: Mapping[str, Any]) -> tuple[tuple[int, str], ...
     return tuple(slots)
 
 
+_MARK = "ma-prepared-slot-7391004217-"
+
+
+def _inlined(
+    connection: Any, sql: str, params: Any, slots: tuple[tuple[int, str], ...]
+) -> tuple[str, tuple[Any, ...], tuple[tuple[int, str], ...]]:
+    """On PostgreSQL, the compiled SQL with its constant parameters (statuses, flags: the same on every call) written
+    into its text once, by psycopg's own quoting, so that a call adapts only the values that change; the slots
+    then number the parameters left. Elsewhere (SQLite binds natively) as compiled. ValueError if a value's
+    place cannot be found again."""
+    if connection.vendor != "postgresql":
+        return sql, tuple(params), slots
+    from psycopg import ClientCursor
+
+    marked = list(params)
+    for i, (position, _name) in enumerate(slots):
+        marked[position] = f"{_MARK}{i}"
+    connection.ensure_connection()
+    with ClientCursor(connection.connection) as cursor:
+        text = cursor.mogrify(sql, marked).replace("%", "%%")
+    for i in range(len(slots)):
+        quoted = f"'{_MARK}{i}'"
+        if text.count(quoted) != 1:
+            raise ValueError(f"parameter {i} not found once in the statement with its constants written in")
+        text = text.replace(quoted, "%s")
+    return text, (None,) * len(slots), tuple((i, name) for i, (_position, name) in enumerate(slots))
+
+
 @dataclass(frozen=True)
 class _Template:
     sql: str
@@ -86,7 +114,7 @@ class PreparedRead:
         compiler = queryset.query.get_compiler(using=alias)
         sql, params = compiler.as_sql()
         wanted = {name: self._prep(name, value, connection) for name, value in self.sentinels.items()}
-        slots = _slots(params, wanted)
+        sql, params, slots = _inlined(connection, sql, params, _slots(params, wanted))
         select, klass_info = compiler.select, compiler.klass_info
         if compiler.annotation_col_map or klass_info is None:
             raise ValueError("only model rows are supported")
@@ -94,7 +122,7 @@ class PreparedRead:
         model_slice = slice(fields[0], fields[-1] + 1)
         return _Template(
             sql=sql,
-            params=tuple(params),
+            params=params,
             slots=slots,
             compiler=compiler,
             converters=compiler.get_converters([s[0] for s in select[: compiler.col_count]]),
@@ -121,8 +149,9 @@ class PreparedRead:
             return self.build(**values).first()
         connection = connections[alias]
         params = list(template.params)
+        prepared = {name: self._prep(name, value, connection) for name, value in values.items()}
         for position, name in template.slots:
-            params[position] = self._prep(name, values[name], connection)
+            params[position] = prepared[name]
         with connection.cursor() as cursor:
             cursor.execute(template.sql, params)
             row = cursor.fetchone()
@@ -187,7 +216,7 @@ class PreparedRows:
         compiler = queryset.query.get_compiler(using=alias)
         sql, params = compiler.as_sql()
         wanted = {name: self.fields[name].get_db_prep_value(self.sentinels[name], connection) for name in names}
-        slots = _slots(params, wanted)
+        sql, params, slots = _inlined(connection, sql, params, _slots(params, wanted))
         expressions = [column[0] for column in compiler.select[: compiler.col_count]]
         converters = compiler.get_converters(expressions)
         kept = tuple(
@@ -195,7 +224,7 @@ class PreparedRows:
             for index, (functions, expression) in sorted(converters.items())
             if not stored_form(expression.output_field)
         )
-        template = _RowsTemplate(f"{sql} LIMIT %s OFFSET %s", tuple(params), slots, kept)
+        template = _RowsTemplate(f"{sql} LIMIT %s OFFSET %s", params, slots, kept)
         if len(self._templates) >= self.MAX_SHAPES:
             self._templates.clear()
         self._templates[key] = template
@@ -208,8 +237,9 @@ class PreparedRows:
         template = self.template(alias, shape, values.keys())
         connection = connections[alias]
         params = list(template.params)
+        prepared = {name: self.fields[name].get_db_prep_value(value, connection) for name, value in values.items()}
         for position, name in template.slots:
-            params[position] = self.fields[name].get_db_prep_value(values[name], connection)
+            params[position] = prepared[name]
         params += [limit, offset]
         with connection.cursor() as cursor:
             cursor.execute(template.sql, params)
