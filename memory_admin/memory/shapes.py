@@ -232,10 +232,6 @@ def _value_text(stored: str | None) -> str:
     return json_text(stored)
 
 
-def _when(moment: datetime | None) -> str:
-    return "null" if moment is None else f'"{moment.isoformat()}"'
-
-
 def json_text_or_null(text: str | None) -> str:
     return "null" if text is None else _string(text)
 
@@ -282,17 +278,29 @@ def row_json(row: Sequence[Any]) -> str:
         derived_from,
         status_reason,
     ) = row
-    reason = sealing.open_text(status_reason, _REASON_PURPOSE)
+    # The common cases inline (a row is some 20 values, a page 50 rows): plain values, empty lists, no reason.
+    if status_reason and status_reason[0] == sealing.TEXT_MARK:
+        status_reason = sealing.open_text(status_reason, _REASON_PURPOSE)
+    if value is None or not _AS_PRINTED.match(value):
+        value = _value_text(value)
+    valid_to = "null" if valid_to is None else f'"{valid_to.isoformat()}"'
+    recorded_to = "null" if recorded_to is None else f'"{recorded_to.isoformat()}"'
+    last_verified_at = "null" if last_verified_at is None else f'"{last_verified_at.isoformat()}"'
+    recheck_after = "null" if recheck_after is None else f'"{recheck_after.isoformat()}"'
+    retain_until = "null" if retain_until is None else f'"{retain_until.isoformat()}"'
+    superseded_by = "null" if superseded_by is None else _string(superseded_by)
     return (
         f'{{"memory_id":{_string(memory_id)},"project_id":{_string(project_key)},"subject_id":{_string(subject_id)},'
-        f'"predicate":{_string(predicate)},"value":{_value_text(value)},"status":{_string(status)},'
-        f'"valid_from":{_when(valid_from)},"valid_to":{_when(valid_to)},"recorded_from":{_when(recorded_from)},'
-        f'"recorded_to":{_when(recorded_to)},"last_verified_at":{_when(last_verified_at)},'
-        f'"recheck_after":{_when(recheck_after)},"retain_until":{_when(retain_until)},"revision":{int(revision)},'
+        f'"predicate":{_string(predicate)},"value":{value},"status":{_string(status)},'
+        f'"valid_from":"{valid_from.isoformat()}","valid_to":{valid_to},"recorded_from":"{recorded_from.isoformat()}",'
+        f'"recorded_to":{recorded_to},"last_verified_at":{last_verified_at},'
+        f'"recheck_after":{recheck_after},"retain_until":{retain_until},"revision":{int(revision)},'
         f'"source":{{"canonical_ref":{_string(canonical_ref)},"revision":{_string(source_revision)},'
-        f'"issuer_principal_id":{_string(issuer_name or issuer_username)},"event_ids":{json_text(event_ids)}}},'
-        f'"supersedes":{json_text(supersedes)},"superseded_by":{json_text_or_null(superseded_by)},'
-        f'"derived_from":{json_text(derived_from)},"status_reason":{_string(reason)}}}'
+        f'"issuer_principal_id":{_string(issuer_name or issuer_username)},'
+        f'"event_ids":{event_ids if event_ids == "[]" else json_text(event_ids)}}},'
+        f'"supersedes":{supersedes if supersedes == "[]" else json_text(supersedes)},"superseded_by":{superseded_by},'
+        f'"derived_from":{derived_from if derived_from == "[]" else json_text(derived_from)},'
+        f'"status_reason":{_string(status_reason)}}}'
     )
 
 
