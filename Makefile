@@ -16,7 +16,7 @@ TEST_VAR ?= $(CURDIR)/var/test$(if $(LAYER),-$(LAYER))
 # subfolder, Celery queue and cache key prefix (tests/support/workers.py). TEST_WORKERS=0 runs in this one process.
 TEST_WORKERS ?= 2
 
-.PHONY: run test test-prepared test-sqlite smoke deploy-check lint bench bench-stores bench-load bench-mcp bench-onboarding bench-stale-stats bench-integrations install clean
+.PHONY: run test test-prepared test-sqlite smoke deploy-check lint bench bench-stores bench-load bench-mcp bench-onboarding bench-stale-stats bench-integrations bench-growth soak install clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@test -x $(PY) || "$$(bin/find-python)" -m venv $(VENV)
@@ -104,6 +104,20 @@ bench: $(STAMP)
 	@set -euo pipefail; \
 	db_url=$$(bin/ensure-postgres); \
 	DATABASE_URL="$${db_url%/*}/memory_admin_bench" $(PY) bench/run.py $(if $(BENCH_RECORDS),--records $(BENCH_RECORDS)) $(BENCH_ARGS)
+
+# The growth curve: the same read and write figures at 1M, 10M and 30M records, one database each, generated once
+# and kept (bench/growth.py, docs/scaling.md). ~30 GiB and ~1 h the first time; BENCH_ARGS="--measure-only" after.
+bench-growth: $(STAMP)
+	@set -euo pipefail; \
+	db_url=$$(bin/ensure-postgres); \
+	DATABASE_URL="$${db_url%/*}/postgres" nice -n 10 $(PY) bench/growth.py $(BENCH_ARGS)
+
+# The scale-out soak under faults (bench/soak.py; issue 36, item 2): its own PostgreSQL cluster, Redis, two gunicorn
+# instances behind a small proxy, two workers and beat on loopback; agents, an owner and compliance under load while a
+# worker, Redis, PostgreSQL and a web instance fail in turn; then every acknowledged write checked in the database.
+# At most 10 minutes; not in CI (too heavy). Its last line is the verdict; non-zero exit when anything is bad.
+soak: $(STAMP)
+	$(PY) bench/soak.py $(SOAK_ARGS)
 
 # Derived stores and deletion figures: propagation, vector search, deleting a large subject.
 bench-stores: $(STAMP)

@@ -81,6 +81,7 @@ COLUMNS = (
     "retain_until",
     "revision",
     "source_canonical_ref",
+    "source_system",
     "source_revision",
     "issuer_id",
     "entered_current",
@@ -298,7 +299,7 @@ def generate_lines(
                 lines.append(
                     f'{rid}\t{tenant_id}\t{project_id}\t{GENERATED_PREFIX}{rid}\t{subject}\t{predicate}\t"v{rid}"\t'
                     f"{status}\t\t{valid_from[j]}\t{valid_to}\t\\N\t{cut_at}\t{recorded_from[j]}\t{cut_at}\t"
-                    f"\\N\t\\N\t\\N\t{rev}\t{source}\tr{rev}\t{issuer_id}\tt\t{head}\t{successor}\t[]\t[]\t\n"
+                    f"\\N\t\\N\t\\N\t{rev}\t{source}\tbench\tr{rev}\t{issuer_id}\tt\t{head}\t{successor}\t[]\t[]\t\n"
                 )
             next_id += k
         yield s, lines

@@ -26,7 +26,7 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from deletion import stores
@@ -148,7 +148,14 @@ def purge_store(self: Any, progress_id: int) -> str:
     """Purge one store of one request, then read the store again to verify; set the stages only when
     every store is verified. The first to start finds the targets of every store that waited for the purge
     (`find_pending`), before any store purges."""
-    if not _claim(progress_id):
+    try:
+        claimed = _claim(progress_id)
+    except outages.DATABASE_ERRORS as exc:
+        # The database went away before the store was claimed (nothing of it done): try again shortly rather than
+        # fail and wait for beat's reconcile sweep (found by `make soak`: 30 s after a PostgreSQL restart of 5 s).
+        _drop_if_broken()
+        raise self.retry(countdown=2, exc=exc) from None
+    if not claimed:
         # A retry after the store was verified but before the request's stages were set (the connection was
         # lost in between) sets them now.
         request_id = StoreProgress.objects.filter(pk=progress_id, state=StoreProgress.State.VERIFIED).values_list(
@@ -210,7 +217,10 @@ def purge_store(self: Any, progress_id: int) -> str:
 @shared_task
 def resume_abandoned_stores() -> int:
     """Beat task (every DELETION_RESUME_SECONDS): send each store whose worker's lease ran out (a worker
-    that died mid-purge stops renewing it) to a live worker. Cheap: one indexed read per tenant."""
+    that died mid-purge stops renewing it) to a live worker, and set the stages of each request whose stores
+    are all verified but whose stages were never set (the worker that verified the last store died before it
+    set them; its message comes back only after the broker's visibility timeout). Cheap: two indexed reads per
+    tenant."""
     now = timezone.now()
     resumed = 0
     for _ in for_each_tenant("resume_abandoned_stores"):
@@ -222,7 +232,16 @@ def resume_abandoned_stores() -> int:
         for progress_id in ids:
             purge_store.delay(progress_id)
         resumed += len(ids)
+        for request_id in _verified_but_unconfirmed():
+            resumed += finish_if_verified(request_id)
     return resumed
+
+
+def _verified_but_unconfirmed() -> list[int]:
+    """The tenant's requests being purged whose every store is verified, with no stage 3 set yet."""
+    open_store = StoreProgress.objects.filter(request=OuterRef("pk")).exclude(state=StoreProgress.State.VERIFIED)
+    requests = DeletionRequest.objects.filter(state=DeletionRequest.State.PURGING, purge_confirmed_at__isnull=True)
+    return list(requests.filter(~Exists(open_store)).values_list("id", flat=True)[:500])
 
 
 @shared_task

@@ -1,7 +1,7 @@
 """The data keys that seal the scope's values (crypto-shredding, issue 35 item 4; lib.sealing, lib.keystore).
 
 Every value of the scope, and every text written about it (audit snapshots and reasons, dispute and expiry reasons,
-recheck observations), is stored sealed under its fact's data key. Destroying those keys makes every copy the other
+recheck observations, the records' and recheck attempts' source refs), is stored sealed under its fact's data key. Destroying those keys makes every copy the other
 stores cannot reach — the heap's dead tuples and free space, the WAL and its archives, replicas, and backups taken
 before the purge — ciphertext that nobody can open.
 
@@ -30,7 +30,7 @@ from django.db.models.functions import Cast
 from deletion.models import DeletionRequest
 from deletion.stores.base import Found, Job, Scope, Store, Verification
 from memory_admin.lib import keystore, sealing
-from memory_admin.memory.models import MemoryRecord
+from memory_admin.memory.models import MemoryRecord, RecheckAttempt
 
 ScopeKind = DeletionRequest.ScopeKind
 
@@ -43,7 +43,7 @@ CIPHERTEXT_ONLY = [
 ]
 UNSEALED_NOTE = (
     "Stored in clear (written before sealing, or with SEALING off): the database files, the WAL and backups may "
-    "hold these values' bytes until they are overwritten."
+    "hold these values' bytes (and these source refs') until they are overwritten."
 )
 
 
@@ -67,6 +67,7 @@ class KeysStore(Store):
             "key_ids": key_ids,
             "probe": probe,
             "unsealed_records": unsealed,
+            "unsealed_refs": _refs_in_clear(scope),
             "facts_keeping_key": len(shared),
         }
         return Found(len(key_ids), targets, [f"{len(key_ids)} data key{'s' if len(key_ids) != 1 else ''}"])
@@ -101,6 +102,9 @@ class KeysStore(Store):
         evidence["ciphertext_only"] = CIPHERTEXT_ONLY
         if t.get("unsealed_records"):
             evidence["unsealed_records"] = t["unsealed_records"]
+        if t.get("unsealed_refs"):
+            evidence["unsealed_refs"] = t["unsealed_refs"]
+        if t.get("unsealed_records") or t.get("unsealed_refs"):
             evidence["unsealed_note"] = UNSEALED_NOTE
         if t.get("facts_keeping_key"):
             evidence["facts_keeping_key"] = t["facts_keeping_key"]
@@ -153,6 +157,16 @@ def _probe(scope: Scope) -> tuple[str, int]:
     first = stored.filter(sealed).values_list("stored", flat=True)[:1]
     probe = next((e for e in map(_envelope_in, first) if e), "")
     return probe, stored.exclude(sealed).count()
+
+
+def _refs_in_clear(scope: Scope) -> int:
+    """How many source refs of the scope are stored in clear: its records' refs and their recheck attempts'."""
+    if not scope.records:
+        return 0
+    records = scope.records_query()
+    clear = ~Q(source_canonical_ref__startswith=sealing.TEXT_MARK) & ~Q(source_canonical_ref="")
+    attempts = RecheckAttempt.objects.filter(record__in=records.values("pk")).exclude(source_ref="")
+    return records.filter(clear).count() + attempts.exclude(source_ref__startswith=sealing.TEXT_MARK).count()
 
 
 def _envelope_in(text: str | None) -> str | None:

@@ -68,8 +68,8 @@ def resolve_bases(
     qs = MemoryRecord.objects.filter(
         tenant_id=principal.tenant_id, project__key=project_id, memory_id__in=[b.memory_id for b in bases]
     )
-    if lock:
-        qs = qs.select_for_update()
+    if lock:  # the records' rows only, not the project's the filter joins (see memory curation.get_record)
+        qs = qs.select_for_update(of=("self",))
     found = {r.memory_id: r for r in qs}
     problems = []
     for base in bases:
@@ -278,8 +278,8 @@ def schedule_action(
 
 def get_action(principal: Principal, public_id: str, *, for_update: bool = False) -> ScheduledAction:
     qs = ScheduledAction.objects.filter(tenant_id=principal.tenant_pk, public_id=public_id)
-    if for_update:
-        qs = qs.select_for_update()
+    if for_update:  # the action's row only, not its project's or agent's (see memory curation.get_record)
+        qs = qs.select_for_update(of=("self",))
     action = qs.select_related("project", "agent").first()
     if action is None:
         raise NotFound(f"No scheduled action {public_id!r}.")

@@ -526,9 +526,10 @@ def insert_columns(model: type[models.Model], columns: Mapping[str, Sequence[Any
 
 def _stored(field: models.Field[Any, Any], objects: Sequence[models.Model], add: bool) -> list[Any]:
     """The values of `field` of `objects` as the row keeps them: the attributes, or for a sealed field
-    (lib.sealing, `sealed = True`) what its `pre_save` gives (the value sealed under the row's data key), as
+    (lib.sealing, `sealed = True`) what its `pre_save` gives (the value sealed under the row's data key), and
+    for a field computed from others (`computed = True`: lib.sealing.SystemOfField) what its `pre_save` computes, as
     `insert` and `update` write it."""
-    if getattr(field, "sealed", False):
+    if getattr(field, "sealed", False) or getattr(field, "computed", False):
         return [field.pre_save(o, add) for o in objects]
     return [getattr(o, field.attname) for o in objects]
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import secrets
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -53,6 +54,7 @@ __all__ = [
     "KeyDestroyed",
     "SealedJSONField",
     "SealedTextField",
+    "SystemOfField",
     "enabled",
     "envelope_key_id",
     "is_sealed",
@@ -61,6 +63,7 @@ __all__ = [
     "open_text",
     "seal_json",
     "seal_text",
+    "system_of",
 ]
 
 VERSION = "mg1"
@@ -302,3 +305,42 @@ def stored_values(objects: Sequence[models.Model], names: Sequence[str]) -> Iter
     finally:
         for o, attname, value in kept:
             setattr(o, attname, value)
+
+
+# A source ref's system: the part before its first ':' when it looks like a system name ("crm" of
+# "crm:contacts/alice@example.com"), else empty. It stays in clear beside the sealed ref, so that lists filter by
+# system in SQL (memory.filters) while the rest of the ref — which may name the person — is sealed.
+SYSTEM_NAME = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
+
+
+def system_of(ref: str | None) -> str:
+    system, colon, _ = (ref or "").partition(":")
+    return system if colon and SYSTEM_NAME.fullmatch(system) else ""
+
+
+class SystemOfField(models.CharField):
+    """The clear system part (`system_of`) of the sealed ref in the field `of`, computed on every write from the
+    instance's plain ref (`pre_save`: Django's save and bulk_create, and lib.rows's statements, which call it for
+    fields marked `computed`), so no writer has to remember it."""
+
+    computed = True
+
+    def __init__(self, *args: Any, of: str = "", **kwargs: Any) -> None:
+        self.of = of
+        kwargs.setdefault("max_length", 64)
+        kwargs.setdefault("blank", True)
+        kwargs.setdefault("default", "")
+        super().__init__(*args, **kwargs)
+
+    def deconstruct(self) -> Any:
+        name, path, args, kwargs = super().deconstruct()
+        kwargs["of"] = self.of
+        return name, path, args, kwargs
+
+    def pre_save(self, model_instance: models.Model, add: bool) -> Any:
+        ref = getattr(model_instance, self.of, "") if self.of else ""
+        if not isinstance(ref, str) or is_sealed(ref):
+            return getattr(model_instance, self.attname)  # the ref as stored (a migration's copy): kept as it is
+        system = system_of(ref)
+        setattr(model_instance, self.attname, system)
+        return system

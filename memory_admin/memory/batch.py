@@ -378,7 +378,7 @@ def _read_facts(
     }
     locked: dict[tuple[str, str, str], list[MemoryRecord]] = {}
     found = (
-        MemoryRecord.objects.select_for_update()
+        MemoryRecord.objects.select_for_update(no_key=True)  # as assert_fact's lock (actions/facts.py)
         .filter(where, tenant_id=tenant_id)
         .filter(Q(is_head=True) | Q(status=Status.ACCEPTED))
         .order_by("pk")

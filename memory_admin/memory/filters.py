@@ -133,11 +133,11 @@ class RecordFilter:
             records = records.filter(predicate=self.predicate)
         if self.valid_at is not None or self.known_at is not None:
             records = records.as_of(self.valid_at or now, self.known_at or now)
-        if self.source is not None:
-            records = records.filter(source_canonical_ref__startswith=self.source)
         if self.freshness is not None:
             # The same rule the API's reads answer with (reads.freshness_of), as a query.
             records = records.filter(freshness_filter(self.freshness, now))
+        if self.source is not None:
+            records = records.filter(source_condition(records, self.source))
         if self.q is not None:
             q = self.q
             # A sealed value (lib.sealing) is ciphertext in the database: values stored in clear are matched there
@@ -164,6 +164,42 @@ def _sealed_matches(records: RecordQuerySet, q: str) -> list[int]:
     found = []
     for pk, value in records.order_by("-id").values_list("id", "value")[:SEALED_VALUE_SCAN]:
         if term in json.dumps(value, ensure_ascii=False, default=str).lower():
+            found.append(pk)
+    return found
+
+
+# How many of the newest records with a sealed source ref a source filter opens to match the ref past its system.
+SEALED_SOURCE_SCAN = 5_000
+
+
+def source_condition(records: RecordQuerySet, prefix: str) -> Q:
+    """Records whose source ref starts with `prefix`. A ref is sealed (lib.sealing) but its system ("crm" of
+    "crm:contacts/alice") is kept in clear in `source_system`, so the filter is decided in SQL where the system
+    decides it: refs stored in clear by their text, sealed refs by their system when `prefix` is a system name's
+    beginning ("cr", "crm") or a whole system and its colon ("crm:"). A longer prefix ("crm:contacts/al"), and sealed
+    refs without a system name ("CRM:x", "https://..."), are matched after opening, among the newest
+    SEALED_SOURCE_SCAN of the candidates the other filters and the system leave (`_sealed_source_matches`)."""
+    sealed = Q(source_canonical_ref__startswith=sealing.TEXT_MARK)
+    condition = Q(source_canonical_ref__startswith=prefix) & ~sealed
+    system, colon, rest = prefix.partition(":")
+    to_open = Q(source_system="")
+    if not colon:
+        if sealing.SYSTEM_NAME.fullmatch(prefix):
+            condition |= sealed & Q(source_system__startswith=prefix)  # every ref of these systems starts so
+    elif sealing.SYSTEM_NAME.fullmatch(system):
+        if rest:
+            to_open |= Q(source_system=system)
+        else:
+            condition |= sealed & Q(source_system=system)
+    candidates = records.filter(sealed & to_open)
+    return condition | Q(pk__in=rows.among(_sealed_source_matches(candidates, prefix)))
+
+
+def _sealed_source_matches(records: RecordQuerySet, prefix: str) -> list[int]:
+    """Ids of the newest SEALED_SOURCE_SCAN of `records` (sealed refs) whose opened ref starts with `prefix`."""
+    found = []
+    for pk, ref in records.order_by("-id").values_list("id", "source_canonical_ref")[:SEALED_SOURCE_SCAN]:
+        if ref.startswith(prefix):
             found.append(pk)
     return found
 

@@ -21,7 +21,7 @@ from django.utils import timezone
 from memory_admin.accounts.models import Tenant
 from memory_admin.lib import rows
 from memory_admin.lib.ids import new_public_id as new_public_id  # re-exported for the layers above
-from memory_admin.lib.sealing import Fact, SealedJSONField, SealedTextField
+from memory_admin.lib.sealing import Fact, SealedJSONField, SealedTextField, SystemOfField
 
 
 class PublicIdModel(models.Model):
@@ -287,7 +287,10 @@ class MemoryRecord(models.Model):
     retain_until = models.DateTimeField(null=True, blank=True)
 
     revision = models.PositiveIntegerField()
-    source_canonical_ref = models.CharField(max_length=500)
+    # Sealed like the value (a ref may name the person: "crm:contacts/alice@example.com"); its system ("crm") stays
+    # in clear in `source_system` for the records list's source filter (memory.filters).
+    source_canonical_ref = SealedTextField(purpose="record.source_ref")
+    source_system = SystemOfField(of="source_canonical_ref")
     source_revision = models.CharField(max_length=100)
     issuer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
 
@@ -355,6 +358,11 @@ class MemoryRecord(models.Model):
             models.Index(
                 fields=["tenant", "predicate", "-id"],
                 name="record_tenant_predicate_newest",
+            ),
+            # Records list filtered by source (the page's `source=`): by the ref's clear system, newest first.
+            models.Index(
+                fields=["tenant", "source_system", "-id"],
+                name="record_tenant_source_newest",
             ),
             # Records list filtered by project and predicate (dashboard `?project&predicate`, default view
             # accepted): newest first within one field of one project, and its capped count, without scanning
@@ -670,7 +678,8 @@ class RecheckAttempt(models.Model):
     trigger = models.CharField(max_length=10, choices=Trigger.choices)
     observed_value = SealedJSONField(null=True, blank=True, purpose="recheck.observed_value")
     source_revision = models.CharField(max_length=100, blank=True)
-    source_ref = models.CharField(max_length=500, blank=True)
+    # Sealed under the record's fact key (lib.sealing), as the record's own ref.
+    source_ref = SealedTextField(blank=True, purpose="recheck.source_ref")
     duration_ms = models.PositiveIntegerField(default=0)
     error = SealedTextField(blank=True, purpose="recheck.error")
     reporter = models.ForeignKey(

@@ -97,7 +97,8 @@ def record_recheck(
     """
     now = now or timezone.now()
     with transaction.atomic():
-        locked = MemoryRecord.objects.select_for_update().select_related("project").get(pk=record.pk)
+        # The record's row only, not its project's (see curation.get_record).
+        locked = MemoryRecord.objects.select_for_update(of=("self",)).select_related("project").get(pk=record.pk)
         policy = policy_for(locked.tenant_id, locked.project.key, locked.predicate)
         outcome, error = _effective_outcome(locked, outcome, observed_value, error, now)
         attempt = RecheckAttempt(

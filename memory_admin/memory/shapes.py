@@ -192,8 +192,10 @@ ROW_COLUMNS = (
 )
 _VALUE = ROW_COLUMNS.index("value")
 _STATUS_REASON = ROW_COLUMNS.index("status_reason")
+_CANONICAL_REF = ROW_COLUMNS.index("source_canonical_ref")
 _VALUE_PURPOSE: str = MemoryRecord._meta.get_field("value").purpose
 _REASON_PURPOSE: str = MemoryRecord._meta.get_field("status_reason").purpose
+_REF_PURPOSE: str = MemoryRecord._meta.get_field("source_canonical_ref").purpose
 
 
 def supersedes_column(records: QuerySet[MemoryRecord]) -> QuerySet[MemoryRecord]:
@@ -237,15 +239,16 @@ def json_text_or_null(text: str | None) -> str:
 
 
 def warm_keys(rows: Sequence[Sequence[Any]]) -> None:
-    """Fetch the data keys of a page's sealed values and reasons in one look-up (lib.keystore), rather than one
+    """Fetch the data keys of a page's sealed values, refs and reasons in one look-up (lib.keystore), rather than one
     per record as each opens."""
     key_ids = set()
     for row in rows:
-        value, reason = row[_VALUE], row[_STATUS_REASON]
+        value = row[_VALUE]
         if value is not None and value.startswith(_SEALED_JSON):
             key_ids.add(sealing.envelope_key_id(json.loads(value)[sealing.JSON_MARK]))
-        if reason and reason.startswith(sealing.TEXT_MARK):
-            key_ids.add(sealing.envelope_key_id(reason[len(sealing.TEXT_MARK) :]))
+        for text in (row[_STATUS_REASON], row[_CANONICAL_REF]):
+            if text and text.startswith(sealing.TEXT_MARK):
+                key_ids.add(sealing.envelope_key_id(text[len(sealing.TEXT_MARK) :]))
     if key_ids:
         keystore.warm_opening_keys(key_ids)
 
@@ -281,6 +284,8 @@ def row_json(row: Sequence[Any]) -> str:
     # The common cases inline (a row is some 20 values, a page 50 rows): plain values, empty lists, no reason.
     if status_reason and status_reason[0] == sealing.TEXT_MARK:
         status_reason = sealing.open_text(status_reason, _REASON_PURPOSE)
+    if canonical_ref and canonical_ref[0] == sealing.TEXT_MARK:
+        canonical_ref = sealing.open_text(canonical_ref, _REF_PURPOSE)
     if value is None or not _AS_PRINTED.match(value):
         value = _value_text(value)
     valid_to = "null" if valid_to is None else f'"{valid_to.isoformat()}"'

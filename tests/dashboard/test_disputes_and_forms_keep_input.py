@@ -63,7 +63,7 @@ def price_dispute(agent, other_agent) -> Dispute:
 
 
 def test_a_refused_resolution_keeps_the_chosen_side_and_says_why_beside_the_reason(owner, price_dispute):
-    winner = price_dispute.candidates.get(source_canonical_ref="partner:x").memory_id
+    winner = next(c for c in price_dispute.candidates.all() if c.source_canonical_ref == "partner:x").memory_id
     response = signed_in(owner).post(f"/disputes/{price_dispute.public_id}/resolve/", {"winner": winner, "reason": ""})
     assert response.status_code == 400
     page = response.content.decode()

@@ -4,8 +4,8 @@ before the deletion.
 On a throwaway PostgreSQL cluster of its own (initdb and pg_ctl, a free loopback port, a temporary directory,
 stopped and removed afterwards), the product is migrated and driven in separate processes
 (tests/support/shred_driver.py). A unique e-mail-like marker is planted for a subject (its value, a second source's
-value, a dispute and the person's reason quoting it, the audit events, a summary and a planned action built on it); a
-dump is taken; the subject is deleted to
+value, both records' source refs and a recheck attempt's, a dispute and the person's reason quoting it, the audit
+events, a summary and a planned action built on it); a dump is taken; the subject is deleted to
 purge_confirmed; after a CHECKPOINT the cluster's files (base/ and pg_wal/) are read byte by byte. The marker must
 be in none of them, nor in the dump; and the dump, restored into a fresh database, holds ciphertext whose key is
 gone: nothing opens it.
@@ -20,10 +20,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,20 +30,11 @@ from typing import Any
 
 import pytest
 
+from tests.support.pg_cluster import PgCluster, postgres_bin
+
 pytestmark = pytest.mark.postgres_only(reason="reads the data directory and WAL of a throwaway PostgreSQL cluster")
 
 ROOT = Path(__file__).resolve().parents[2]
-BIN = Path("/usr/local/bin")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _as_postgres(command: list[str]) -> list[str]:
-    return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else command
 
 
 @dataclass
@@ -98,43 +87,15 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    if not (BIN / "initdb").exists() or shutil.which("psql") is None or shutil.which("pg_dump") is None:
+    if postgres_bin() is None or shutil.which("psql") is None or shutil.which("pg_dump") is None:
         pytest.skip("initdb, pg_ctl, psql and pg_dump are needed for a throwaway cluster")
-    top = Path(tempfile.mkdtemp(prefix="shred-"))
-    data, var = top / "data", top / "var"
+    server = PgCluster.create(prefix="shred-")
+    var = server.top / "var"
     var.mkdir()
-    if os.geteuid() == 0:
-        shutil.chown(top, "postgres")
-    port = _free_port()
-    subprocess.run(
-        _as_postgres([str(BIN / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8"]),
-        check=True,
-        capture_output=True,
-    )
-    subprocess.run(
-        _as_postgres(
-            [
-                str(BIN / "pg_ctl"),
-                "-D",
-                str(data),
-                "-l",
-                str(top / "server.log"),
-                "-o",
-                f"-p {port} -k {top} -c listen_addresses=127.0.0.1",
-                "-w",
-                "start",
-            ]
-        ),
-        check=True,
-        capture_output=True,
-    )
     try:
-        yield Cluster(data, port, var)
+        yield Cluster(server.data, server.port, var)
     finally:
-        subprocess.run(
-            _as_postgres([str(BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"]), capture_output=True
-        )
-        shutil.rmtree(top, ignore_errors=True)
+        server.destroy()
 
 
 def test_after_the_purge_no_copy_of_a_sealed_value_is_readable(cluster: Cluster, record_property: Any) -> None:
@@ -149,6 +110,9 @@ def test_after_the_purge_no_copy_of_a_sealed_value_is_readable(cluster: Cluster,
     # Reads open the sealed values (and the person's reason); the stored bytes are envelopes.
     assert f"{marker}@example.com" in live["values"] and live["sealed"] == 2 and live["opened"] == 2, live
     assert any(marker in r for r in live["dispute_reasons"]) and marker in json.dumps(live["audit_after"]), live
+    # The source refs (the records' and the recheck attempt's) read plain too, stored sealed.
+    assert all(marker in ref for ref in live["refs"]) and live["sealed_refs"] == 2, live
+    assert len(live["recheck_refs"]) == 1 and marker in live["recheck_refs"][0], live
     assert marker in live["summaries"][0] and marker in live["payloads"][0]["to"], live
 
     # A backup taken before the deletion (a logical dump here; a base backup holds the same heap bytes).
@@ -164,10 +128,11 @@ def test_after_the_purge_no_copy_of_a_sealed_value_is_readable(cluster: Cluster,
     keys = sealed_report["keys"]
     assert keys["keys_destroyed"] >= 1 and keys["keys_remaining"] == 0, keys
     assert keys["decryption_attempt"].startswith("failed as it must"), keys
-    assert "unsealed_records" not in keys
+    assert "unsealed_records" not in keys and "unsealed_refs" not in keys
     # The control subject was stored in clear: the report says the files may keep its bytes.
     assert clear_report["purge_confirmed"], clear_report
     assert clear_report["keys"]["unsealed_records"] == 2 and "may hold" in clear_report["keys"]["unsealed_note"]
+    assert clear_report["keys"]["unsealed_refs"] == 3  # two records' refs and the recheck attempt's
 
     cluster.psql("shred", "CHECKPOINT")
     sealed_hits, control_hits = cluster.hits(marker), cluster.hits(control)
@@ -186,7 +151,8 @@ def test_after_the_purge_no_copy_of_a_sealed_value_is_readable(cluster: Cluster,
     restored = cluster.product("restored", "-m", "tests.support.shred_driver", "read", "person-sealed")
     assert restored["sealed"] == 2 and restored["opened"] == 0 and len(restored["refused"]) == 2, restored
     assert all("destroyed" in r for r in restored["refused"]), restored
-    # Values, audit snapshots, reasons, the summary and the planned action's payload read as erased.
+    # Values, source refs, audit snapshots, reasons, the summary and the planned action's payload read as erased.
+    assert restored["sealed_refs"] == 2 and restored["recheck_refs"], restored
     assert restored["summaries"] and restored["payloads"], restored
     assert marker not in json.dumps(restored), restored
     assert planted["memory_ids"]

@@ -1,7 +1,7 @@
 """Crypto-shredding on the embedded default (issue 35, item 4): the same proof as test_crypto_shredding.py on a
 SQLite file of its own (and its WAL), driven in separate processes (tests/support/shred_driver.py).
 
-A marker planted sealed is in neither the database file nor its WAL, before or after the deletion, and a copy of the
+A marker planted sealed (values, source refs, a recheck attempt's ref, reasons) is in neither the database file nor its WAL, before or after the deletion, and a copy of the
 file taken before the deletion holds envelopes that no longer open once the purge destroyed the keys. A control
 subject written with SEALING=0 is reported plainly: the deletion's keys store says its bytes may stay in the files
 until they are overwritten.
@@ -73,8 +73,10 @@ def test_a_sealed_value_is_in_no_sqlite_file_and_an_old_copy_does_not_open(tmp_p
     assert report["purge_confirmed"] and report["keys"]["keys_remaining"] == 0, report
     assert report["keys"]["decryption_attempt"].startswith("failed as it must"), report
     assert clear["keys"]["unsealed_records"] == 2 and "may hold" in clear["keys"]["unsealed_note"], clear
+    assert clear["keys"]["unsealed_refs"] == 3, clear  # two records' source refs and a recheck attempt's
     assert _hits(files, marker) == {}
 
     restored = _product(var, copy, *driver, "read", "person-sealed")
     assert restored["sealed"] == 2 and restored["opened"] == 0 and len(restored["refused"]) == 2, restored
+    assert restored["sealed_refs"] == 2 and restored["refs"] and restored["recheck_refs"], restored
     assert marker not in json.dumps(restored), restored

@@ -31,7 +31,7 @@ from memory_admin.memory import reads
 from memory_admin.memory.actions import Assertion, assert_fact, expire_record
 from memory_admin.memory.models import MemoryRecord
 from memory_admin.memory.shapes import payload_columns, record_payload
-from tests.support import DEADLINE, TASK_REF, at
+from tests.support import DEADLINE, at
 
 
 @pytest.fixture
@@ -307,23 +307,23 @@ def test_constants_written_into_the_prepared_sql_keep_their_meaning(agent, moved
     def build(tenant, subject, ref):
         return (
             MemoryRecord.objects.filter(tenant_id=tenant, subject_id=subject)
-            .exclude(source_canonical_ref__startswith="50% 'off' %s")
-            .filter(source_canonical_ref=ref)
+            .exclude(source_revision__startswith="50% 'off' %s")
+            .filter(source_revision=ref)
             .order_by("-revision")
         )
 
     fields: dict[str, Field[Any, Any]] = {
         "tenant": MemoryRecord.tenant.field,
         "subject": MemoryRecord.subject_id.field,
-        "ref": MemoryRecord.source_canonical_ref.field,
+        "ref": MemoryRecord.source_revision.field,
     }
     read = PreparedRead(MemoryRecord, build, {"tenant": -5, "subject": "<subject>", "ref": "<ref>"}, fields)
     template = read.template(connection.alias)
     assert len(template.slots) == 3
     if connection.vendor == "postgresql":
         assert "''off''" in template.sql and len(template.params) == 3
-    for subject, ref in [(DEADLINE["subject_id"], TASK_REF), (DEADLINE["subject_id"], "50%"), ("nobody", TASK_REF)]:
+    for subject, ref in [(DEADLINE["subject_id"], "r18"), (DEADLINE["subject_id"], "50%"), ("nobody", "r18")]:
         found = read.get(tenant=agent.tenant_pk, subject=subject, ref=ref)
         expected = build(agent.tenant_pk, subject, ref).first()
         assert (found and found.pk) == (expected and expected.pk)
-    assert read.get(tenant=agent.tenant_pk, subject=DEADLINE["subject_id"], ref=TASK_REF) is not None
+    assert read.get(tenant=agent.tenant_pk, subject=DEADLINE["subject_id"], ref="r18") is not None

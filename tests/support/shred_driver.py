@@ -3,7 +3,8 @@
 given, so a test can point it at a throwaway PostgreSQL cluster, or a restored copy of a dump, and then read the
 cluster's files itself. Each phase prints one JSON line.
 
-    python -m tests.support.shred_driver plant MARKER SUBJECT   # a value, a dispute and its reason, audit events
+    python -m tests.support.shred_driver plant MARKER SUBJECT   # values, source refs, a dispute and its reason,
+                                                                # a recheck attempt's ref, audit events
     python -m tests.support.shred_driver delete SUBJECT         # file, purge every store, report the keys store
     python -m tests.support.shred_driver read SUBJECT           # the subject's values as reads give them
 """
@@ -34,7 +35,7 @@ def plant(marker: str, subject: str) -> dict[str, Any]:
     from memory_admin.accounts.services import ensure_principal
     from memory_admin.derived import lineage
     from memory_admin.derived.lineage import BaseRef
-    from memory_admin.memory import actions, reads
+    from memory_admin.memory import actions, reads, rechecks
     from memory_admin.memory.actions import Assertion
 
     owner = ensure_principal(TENANT, "owner", ["owner"], password="x", validate=False)
@@ -48,7 +49,7 @@ def plant(marker: str, subject: str) -> dict[str, Any]:
             **fact,
             value=f"{marker}@example.com",
             valid_from=now - timedelta(days=2),
-            source_canonical_ref="crm:contacts",
+            source_canonical_ref=f"crm:contacts/{marker}@example.com",
             source_revision="1",
         ),
     )
@@ -58,7 +59,7 @@ def plant(marker: str, subject: str) -> dict[str, Any]:
             **fact,
             value=f"{marker}.work@example.com",
             valid_from=now - timedelta(days=2),
-            source_canonical_ref="partner:contacts",
+            source_canonical_ref=f"partner:contacts/{marker}",
             source_revision="7",
         ),
     )
@@ -68,6 +69,14 @@ def plant(marker: str, subject: str) -> dict[str, Any]:
     )
     current = reads.current(feed_a, PROJECT, subject, "email")
     assert current is not None
+    # A recheck attempt that kept the source's ref (it names the person too).
+    rechecks.report_recheck(
+        feed_a,
+        current,
+        outcome="source_unavailable",
+        source_ref=f"crm:contacts/{marker}@example.com?fetch=2",
+        error="The CRM did not answer.",
+    )
     bases = [BaseRef(current.memory_id, current.revision)]
     summary = lineage.create_summary(feed_a, project_id=PROJECT, text=f"Write to {marker}@example.com.", bases=bases)
     action = lineage.schedule_action(
@@ -115,13 +124,15 @@ def read(subject: str) -> dict[str, Any]:
 
     from memory_admin.derived.models import ScheduledAction, Summary
     from memory_admin.lib import sealing
-    from memory_admin.memory.models import AuditEvent, Dispute, MemoryRecord
+    from memory_admin.memory.models import AuditEvent, Dispute, MemoryRecord, RecheckAttempt
 
     records = MemoryRecord.all_objects.filter(subject_id=subject)
     table = MemoryRecord._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT CAST(value AS TEXT) FROM {table} WHERE subject_id = %s", [subject])
         stored = [json.loads(row[0]) for row in cursor.fetchall()]
+        cursor.execute(f"SELECT source_canonical_ref FROM {table} WHERE subject_id = %s", [subject])
+        stored_refs = [row[0] for row in cursor.fetchall()]
     opened, refused = 0, []
     for item in stored:
         if not sealing.is_sealed(item):
@@ -134,6 +145,11 @@ def read(subject: str) -> dict[str, Any]:
     memory_ids = list(records.values_list("memory_id", flat=True))
     return {
         "values": list(records.values_list("value", flat=True)),
+        "refs": list(records.values_list("source_canonical_ref", flat=True)),
+        "sealed_refs": sum(1 for ref in stored_refs if sealing.is_sealed(ref)),
+        "recheck_refs": list(
+            RecheckAttempt.objects.filter(record__subject_id=subject).values_list("source_ref", flat=True)
+        ),
         "sealed": sum(1 for item in stored if sealing.is_sealed(item)),
         "opened": opened,
         "refused": refused,

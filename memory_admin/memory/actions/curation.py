@@ -45,7 +45,10 @@ def get_record(principal: Principal, memory_id: str, *, for_update: bool = False
     """The principal's tenant's record, or NotFound (another tenant's record is not revealed)."""
     qs = MemoryRecord.objects.for_tenant(principal.tenant_pk)
     if for_update:
-        qs = qs.select_for_update()
+        # The record's row only: FOR UPDATE over the select_related join would lock its project's row too, and a
+        # concurrent write of the tenant, holding the audit chain's head, checks its foreign key to that project
+        # (FOR KEY SHARE) at COMMIT: a deadlock, answered 503, found by `make soak`.
+        qs = qs.select_for_update(of=("self",))
     record: MemoryRecord | None = qs.select_related("project").filter(memory_id=memory_id).first()
     if record is None:
         raise NotFound(f"No record {memory_id!r}.")

@@ -29,8 +29,8 @@ Status = MemoryRecord.Status
 
 def get_dispute(principal: Principal, public_id: str, *, for_update: bool = False) -> Dispute:
     qs = Dispute.objects.filter(tenant_id=principal.tenant_pk)
-    if for_update:
-        qs = qs.select_for_update()
+    if for_update:  # the dispute's row only: see curation.get_record
+        qs = qs.select_for_update(of=("self",))
     dispute = qs.select_related("project").filter(public_id=public_id).first()
     if dispute is None:
         raise NotFound(f"No dispute {public_id!r}.")

@@ -231,7 +231,7 @@ def _cut_overlapping(
     """
     if accepted is None:
         accepted = list(
-            MemoryRecord.objects.select_for_update()
+            MemoryRecord.objects.select_for_update(no_key=True)  # as facts._fact_rows_sql: FK checks not blocked
             .for_fact(new.project, new.subject_id, new.predicate)
             .filter(status=Status.ACCEPTED)
         )

@@ -239,10 +239,14 @@ def _fact_rows_sql(vendor: str) -> str:
     highest = f"(SELECT MAX(v.revision) AS max_revision FROM {table} v WHERE {key.format(t='v')}) m"
     if connection.features.has_select_for_update_of:
         # The lock is taken in the LATERAL subquery: FOR UPDATE may not reach the nullable side of an outer join.
+        # FOR NO KEY UPDATE: writers of the fact still wait for each other, but a foreign-key check of another
+        # transaction (a cache manifest, a receipt or a derived item naming the record, checked FOR KEY SHARE at
+        # its COMMIT) does not wait for this one: with FOR UPDATE, a read filling the cache held its manifest row
+        # and waited here while this write waited to evict that manifest row, a deadlock (found by `make soak`).
         return (
             f"SELECT {rows.select_list(MemoryRecord, 'r')}, m.max_revision FROM {highest} LEFT JOIN LATERAL"
             f" (SELECT {rows.select_list(MemoryRecord, 'r')} FROM {table} r WHERE {live}"
-            " ORDER BY r.revision FOR UPDATE OF r) r ON TRUE ORDER BY r.revision"
+            " ORDER BY r.revision FOR NO KEY UPDATE OF r) r ON TRUE ORDER BY r.revision"
         )
     return (
         f"SELECT {rows.select_list(MemoryRecord, 'r')}, m.max_revision FROM {highest}"
