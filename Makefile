@@ -64,7 +64,7 @@ PREPARED_TESTS := tests/memory/test_cas_write_path.py tests/memory/test_cas_race
 	tests/deletion/test_set_based_acceptance.py tests/accounts/test_tenant_isolation.py tests/accounts/test_rls.py \
 	tests/memory/test_stats.py tests/memory/test_counts_by_statement.py tests/memory/test_recheck_claim_due.py \
 	tests/api/test_fuzzed_requests_match_schema.py tests/deletion/test_record_hide.py \
-	tests/deletion/test_tombstone_lift.py
+	tests/deletion/test_tombstone_lift.py tests/api/test_record_rows.py
 test-prepared: $(STAMP)
 	DB_SERVER_SIDE_BINDING=1 DB_PREPARE_THRESHOLD=1 $(MAKE) --no-print-directory test \
 		PYTEST_ARGS="$(PYTEST_ARGS) $(PREPARED_TESTS)"
@@ -103,7 +103,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	@set -euo pipefail; \
 	db_url=$$(bin/ensure-postgres); \
-	DATABASE_URL="$${db_url%/*}/memory_admin_bench" $(PY) bench/run.py $(BENCH_ARGS)
+	DATABASE_URL="$${db_url%/*}/memory_admin_bench" $(PY) bench/run.py $(if $(BENCH_RECORDS),--records $(BENCH_RECORDS)) $(BENCH_ARGS)
 
 # The growth curve: the same read and write figures at 1M, 10M and 30M records, one database each, generated once
 # and kept (bench/growth.py, docs/scaling.md). ~30 GiB and ~1 h the first time; BENCH_ARGS="--measure-only" after.

@@ -56,6 +56,26 @@ def timed(fn: Callable[[int], object], iterations: int, warmup: int) -> list[flo
     return samples
 
 
+def alternating(
+    a: Callable[[int], object], b: Callable[[int], object], iterations: int, warmup: int
+) -> tuple[list[float], list[float]]:
+    """Milliseconds per call of a(i) and of b(i), timed in turns (a then b, then b then a, ...) after `warmup`
+    untimed pairs: a ratio of the two medians compares them under the same load of a shared machine, which two
+    runs one after the other do not."""
+    for i in range(warmup):
+        a(-1 - i)
+        b(-1 - i)
+    first: list[float] = []
+    second: list[float] = []
+    for i in range(iterations):
+        order = ((a, first), (b, second)) if i % 2 == 0 else ((b, second), (a, first))
+        for fn, samples in order:
+            t0 = time.perf_counter()
+            fn(i)
+            samples.append((time.perf_counter() - t0) * 1000)
+    return first, second
+
+
 def ms(value: float) -> str:
     return "-" if math.isnan(value) else f"{value:.2f}"
 

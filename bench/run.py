@@ -41,6 +41,7 @@ from bench import cas_floor  # noqa: E402
 from bench.measure import (  # noqa: E402
     Figure,
     Head,
+    alternating,
     check_response,
     collect_runs,
     path_of,
@@ -94,6 +95,12 @@ COLUMNS = (
 TARGET_LIST_P95_MS = 15.0
 TARGET_AS_OF_MEDIAN_MS = 2.0
 TARGET_WRITES_PER_S = 500.0
+# The read path against its limits, measured in the same run (issue 36, item 1): the list's median against the
+# stack's ceiling (a constant answer through the same authentication and throttles), the as-of lookup's median
+# against its own SELECT replayed as raw SQL. Printed as the run's last lines (`RATIOS`).
+TARGET_LIST_CEILING = 2.0
+TARGET_AS_OF_SELECT = 1.5
+RATIOS: list[str] = []
 
 
 # --- Django -------------------------------------------------------------------------------------
@@ -499,16 +506,23 @@ def cpu_note(cpu: list[float]) -> str:
 CEILING_URL = "/api/v1/bench/ceiling/"
 
 
-def sql_floor_ms(call: Callable[[], object], iterations: int) -> tuple[float, int]:
-    """The SELECTs one `call()` sends, captured once and replayed as they were sent (values merged in) through
-    the psycopg connection, no ORM: median milliseconds per replay of them all, and how many there are. What
-    the database and the driver take of the call; the rest is the app's."""
+def captured_selects(call: Callable[[], object]) -> list[str]:
+    """The SELECTs one `call()` sends, as sent (values merged in)."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
     with CaptureQueriesContext(connection) as queries:
         call()
-    selects = [q["sql"] for q in queries.captured_queries if q["sql"].lstrip().upper().startswith("SELECT")]
+    return [q["sql"] for q in queries.captured_queries if q["sql"].lstrip().upper().startswith("SELECT")]
+
+
+def sql_floor_ms(call: Callable[[], object], iterations: int) -> tuple[float, int]:
+    """The SELECTs one `call()` sends, captured once and replayed as they were sent (values merged in) through
+    the psycopg connection, no ORM: median milliseconds per replay of them all, and how many there are. What
+    the database and the driver take of the call; the rest is the app's."""
+    from django.db import connection
+
+    selects = captured_selects(call)
     connection.ensure_connection()
     raw = connection.connection
     samples = []
@@ -529,6 +543,23 @@ def limits_note(figure: Figure, ceiling_ms: float, call: Callable[[], object], i
     return (
         f"{figure.median / ceiling_ms:.1f}x the stack's ceiling ({ceiling_ms:.2f} ms, a constant answer); "
         f"its {statements} SELECTs as raw SQL {sql_ms:.2f} ms ({figure.median / sql_ms:.1f}x)"
+    )
+
+
+def ceiling_ratio(
+    name: str, client: Any, urls: str | list[str], iterations: int, warmup: int, target: float | None = None
+) -> str:
+    """The request's median over the ceiling's, the two timed in turns (`alternating`): the line printed at the end
+    of the run (issue 36, item 1)."""
+    paths = [urls] if isinstance(urls, str) else urls
+    request, ceiling = alternating(
+        lambda i: client.get(paths[i % len(paths)]), lambda _: client.get(CEILING_URL), iterations, warmup
+    )
+    ratio = statistics.median(request) / statistics.median(ceiling)
+    aim = f" (target <= {target:g}x)" if target is not None else ""
+    return (
+        f"{name}: {ratio:.1f}x the ceiling{aim} "
+        f"[{statistics.median(request):.2f} ms vs {statistics.median(ceiling):.2f} ms, timed in turns]"
     )
 
 
@@ -573,6 +604,8 @@ def bench_api(principal: Any, tenant_id: int, iterations: int, warmup: int, seed
     ceiling = statistics.median(timed(lambda _: client.get(CEILING_URL), iterations, warmup))
     figures[0].note += "; " + limits_note(figures[0], ceiling, lambda: client.get(first), iterations)
     deep.note += "; " + limits_note(deep, ceiling, lambda: client.get(url), iterations)
+    RATIOS.append(ceiling_ratio("list first page", client, first, iterations, warmup, TARGET_LIST_CEILING))
+    RATIOS.append(ceiling_ratio(f"list cursor page {depth + 1}", client, url, iterations, warmup))
 
     keys = sample_heads(tenant_id, iterations + warmup, seed + 1)
     urls = [f"/api/v1/records/?page_size=50&project_id={k.project}&subject_id={k.subject_id}" for k in keys]
@@ -588,6 +621,7 @@ def bench_api(principal: Any, tenant_id: int, iterations: int, warmup: int, seed
     )
     filtered.met = filtered.p95 <= TARGET_LIST_P95_MS
     figures.append(filtered)
+    RATIOS.append(ceiling_ratio("list ?project_id&subject_id", client, urls, iterations, warmup))
     return figures
 
 
@@ -632,6 +666,22 @@ def bench_as_of(principal: Any, tenant_id: int, iterations: int, warmup: int, se
     figure.note = (
         f"{hits}/{iterations} found a record; {cpu_note(cpu)}; its {statements} SELECTs as raw SQL "
         f"{sql_ms:.2f} ms ({figure.median / sql_ms:.1f}x)"
+    )
+    # The ratio: each ask's lookup and its own SELECT replayed as raw SQL, timed in turns.
+    selects = [captured_selects(lambda i=i: lookup(i)) for i in range(iterations)]  # type: ignore[misc]
+    raw = connection.connection
+
+    def replay(i: int) -> None:
+        with raw.cursor() as cursor:
+            for sql in selects[i % len(selects)]:
+                cursor.execute(sql)
+                cursor.fetchall()
+
+    looked, replayed = alternating(lookup, replay, iterations, warmup)
+    ratio = statistics.median(looked) / statistics.median(replayed)
+    RATIOS.append(
+        f"as-of: {ratio:.2f}x its SELECT (target <= {TARGET_AS_OF_SELECT:g}x) "
+        f"[{statistics.median(looked):.2f} ms vs {statistics.median(replayed):.2f} ms, timed in turns]"
     )
     return figure
 
@@ -914,6 +964,10 @@ def isolate(broker: str, cache: str = "") -> Path:
     os.environ["CELERY_BROKER_URL"] = "memory://" if problem else broker
     os.environ["CELERY_TASK_DEFAULT_QUEUE"] = f"bench-{os.getpid()}"
     os.environ["BENCH_CEILING_VIEW"] = "1"  # the API figures' ratio to the stack's ceiling (`limits_note`)
+    # The throttles still count every request (the same classes on every view, the ceiling's too) but must not
+    # refuse the bench's thousands of reads a minute (as bench/load.py).
+    os.environ.setdefault("API_THROTTLE_READS", "100000000/min")
+    os.environ.setdefault("API_THROTTLE_READS_PER_ADDRESS", "100000000/min")
     if cache:
         url, why = choose_cache(cache)
         if url == "locmem://":  # Redis down: keep the embedded default rather than a per-process cache
@@ -1072,6 +1126,8 @@ def run_benchmarks(args: argparse.Namespace) -> None:
         end="",
     )
     print("claim_due of 100,000 due records <= 1 s.")
+    for line in RATIOS:
+        print(line)
 
 
 if __name__ == "__main__":

@@ -244,6 +244,25 @@ def opening_key(key_id: str) -> bytes | None:
     return key
 
 
+def warm_opening_keys(key_ids: Iterable[str]) -> None:
+    """Put the keys among `key_ids` that `opening_key` does not hold yet into its cache, in one look-up (a page of
+    sealed records from many facts would otherwise cost one look-up per record). Destroyed keys stay out: their
+    rows open as erased through `opening_key`, as before."""
+    now = time.monotonic()
+    missing = []
+    for key_id in key_ids:
+        held = _open_cache.get(key_id)
+        if key_id and (held is None or held[0] <= now):
+            missing.append(key_id)
+    if not missing:
+        return
+    found = keys_by_id(missing)
+    if len(_open_cache) + len(found) > OPEN_CACHE_SIZE:
+        _open_cache.clear()
+    for key_id, key in found.items():
+        _open_cache[key_id] = (now + OPEN_CACHE_SECONDS, key)
+
+
 def keys_by_id(key_ids: Iterable[str]) -> dict[str, bytes]:
     """The data keys among `key_ids` that still exist (one statement per 500)."""
     found: dict[str, bytes] = {}

@@ -17,15 +17,59 @@ tests/memory/test_read_paths.py fails on the missing template.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import connections, router
-from django.db.models import Field, Model, QuerySet
+from django.db.models import Field, JSONField, Model, QuerySet
 from django.db.models.query import get_related_populators
 
 log = logging.getLogger(__name__)
+
+
+def _slots(params: Any, wanted: Mapping[str, Any]) -> tuple[tuple[int, str], ...]:
+    """Where each sentinel (`wanted`: name -> its value as a query parameter) sits among the compiled `params`;
+    ValueError if one is missing or a parameter matches two."""
+    slots = []
+    for position, param in enumerate(params):
+        names = [name for name, prepared in wanted.items() if type(param) is type(prepared) and param == prepared]
+        if len(names) > 1:
+            raise ValueError(f"parameter {position} matches the sentinels {names}")
+        if names:
+            slots.append((position, names[0]))
+    missing = set(wanted) - {name for _, name in slots}
+    if missing:
+        raise ValueError(f"sentinels {sorted(missing)} not found in the compiled query")
+    return tuple(slots)
+
+
+_MARK = "ma-prepared-slot-7391004217-"
+
+
+def _inlined(
+    connection: Any, sql: str, params: Any, slots: tuple[tuple[int, str], ...]
+) -> tuple[str, tuple[Any, ...], tuple[tuple[int, str], ...]]:
+    """On PostgreSQL, the compiled SQL with its constant parameters (statuses, flags: the same on every call) written
+    into its text once, by psycopg's own quoting, so that a call adapts only the values that change; the slots
+    then number the parameters left. Elsewhere (SQLite binds natively) as compiled. ValueError if a value's
+    place cannot be found again."""
+    if connection.vendor != "postgresql":
+        return sql, tuple(params), slots
+    from psycopg import ClientCursor
+
+    marked = list(params)
+    for i, (position, _name) in enumerate(slots):
+        marked[position] = f"{_MARK}{i}"
+    connection.ensure_connection()
+    with ClientCursor(connection.connection) as cursor:
+        text = cursor.mogrify(sql, marked).replace("%", "%%")
+    for i in range(len(slots)):
+        quoted = f"'{_MARK}{i}'"
+        if text.count(quoted) != 1:
+            raise ValueError(f"parameter {i} not found once in the statement with its constants written in")
+        text = text.replace(quoted, "%s")
+    return text, (None,) * len(slots), tuple((i, name) for i, (_position, name) in enumerate(slots))
 
 
 @dataclass(frozen=True)
@@ -70,16 +114,7 @@ class PreparedRead:
         compiler = queryset.query.get_compiler(using=alias)
         sql, params = compiler.as_sql()
         wanted = {name: self._prep(name, value, connection) for name, value in self.sentinels.items()}
-        slots = []
-        for position, param in enumerate(params):
-            names = [name for name, prepared in wanted.items() if type(param) is type(prepared) and param == prepared]
-            if len(names) > 1:
-                raise ValueError(f"parameter {position} matches the sentinels {names}")
-            if names:
-                slots.append((position, names[0]))
-        missing = set(wanted) - {name for _, name in slots}
-        if missing:
-            raise ValueError(f"sentinels {sorted(missing)} not found in the compiled query")
+        sql, params, slots = _inlined(connection, sql, params, _slots(params, wanted))
         select, klass_info = compiler.select, compiler.klass_info
         if compiler.annotation_col_map or klass_info is None:
             raise ValueError("only model rows are supported")
@@ -87,8 +122,8 @@ class PreparedRead:
         model_slice = slice(fields[0], fields[-1] + 1)
         return _Template(
             sql=sql,
-            params=tuple(params),
-            slots=tuple(slots),
+            params=params,
+            slots=slots,
             compiler=compiler,
             converters=compiler.get_converters([s[0] for s in select[: compiler.col_count]]),
             model_slice=model_slice,
@@ -114,8 +149,9 @@ class PreparedRead:
             return self.build(**values).first()
         connection = connections[alias]
         params = list(template.params)
+        prepared = {name: self._prep(name, value, connection) for name, value in values.items()}
         for position, name in template.slots:
-            params[position] = self._prep(name, values[name], connection)
+            params[position] = prepared[name]
         with connection.cursor() as cursor:
             cursor.execute(template.sql, params)
             row = cursor.fetchone()
@@ -127,3 +163,93 @@ class PreparedRead:
         for populator in template.populators:
             populator.populate(row, instance)
         return instance
+
+
+# --- Pages of rows ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _RowsTemplate:
+    sql: str  # ends with LIMIT %s OFFSET %s, the last two parameters
+    params: tuple[Any, ...]
+    slots: tuple[tuple[int, str], ...]
+    # (column, Django's converters of it, its expression): what `apply_converters` would run on it
+    converters: tuple[tuple[int, tuple[Callable[..., Any], ...], Any], ...]
+
+
+def stored_form(field: Any) -> bool:
+    """Whether a column is handed over as stored (no converter applied): JSON columns come as their JSON text,
+    sealed columns (lib.sealing) as their envelopes; the reader decodes or opens what it needs, how it needs."""
+    return isinstance(field, JSONField) or bool(getattr(field, "sealed", False))
+
+
+class PreparedRows:
+    """Pages of plain row tuples (no model instances) from a `values_list` queryset compiled once per process.
+
+    `build(shape, **values)` is the ordered, unsliced `values_list` queryset of a `shape` (any hashable that says
+    which filters and which order the page has: each shape is compiled once per database, with `sentinels` for
+    the values it takes). `rows(shape, values, limit, offset)` then runs that SQL with the values put where their
+    sentinels were, and LIMIT/OFFSET as parameters. Columns keep the converters Django applies to them (a
+    datetime on SQLite), except JSON and sealed columns, which come as stored (`stored_form`). A shape Django
+    compiles out of recognition raises ValueError when first used (tests/memory/test_read_paths.py)."""
+
+    MAX_SHAPES = 512  # compiled shapes kept per process (a forged mix of filters cannot grow it without bound)
+
+    def __init__(
+        self,
+        build: Callable[..., QuerySet[Any]],
+        sentinels: Mapping[str, Any],
+        fields: Mapping[str, Field[Any, Any]],
+    ) -> None:
+        self.build = build
+        self.sentinels = dict(sentinels)
+        self.fields = dict(fields)
+        self._templates: dict[tuple[str, Hashable], _RowsTemplate] = {}
+
+    def template(self, alias: str, shape: Hashable, names: Collection[str]) -> _RowsTemplate:
+        key = (alias, shape)
+        found = self._templates.get(key)
+        if found is not None:
+            return found
+        connection = connections[alias]
+        queryset = self.build(shape, **{name: self.sentinels[name] for name in names})
+        compiler = queryset.query.get_compiler(using=alias)
+        sql, params = compiler.as_sql()
+        wanted = {name: self.fields[name].get_db_prep_value(self.sentinels[name], connection) for name in names}
+        sql, params, slots = _inlined(connection, sql, params, _slots(params, wanted))
+        expressions = [column[0] for column in compiler.select[: compiler.col_count]]
+        converters = compiler.get_converters(expressions)
+        kept = tuple(
+            (index, tuple(functions), expression)
+            for index, (functions, expression) in sorted(converters.items())
+            if not stored_form(expression.output_field)
+        )
+        template = _RowsTemplate(f"{sql} LIMIT %s OFFSET %s", params, slots, kept)
+        if len(self._templates) >= self.MAX_SHAPES:
+            self._templates.clear()
+        self._templates[key] = template
+        return template
+
+    def rows(
+        self, model: type[Model], shape: Hashable, values: Mapping[str, Any], limit: int, offset: int
+    ) -> list[Any]:
+        alias = router.db_for_read(model)
+        template = self.template(alias, shape, values.keys())
+        connection = connections[alias]
+        params = list(template.params)
+        prepared = {name: self.fields[name].get_db_prep_value(value, connection) for name, value in values.items()}
+        for position, name in template.slots:
+            params[position] = prepared[name]
+        params += [limit, offset]
+        with connection.cursor() as cursor:
+            cursor.execute(template.sql, params)
+            rows: list[Any] = cursor.fetchall()
+        if template.converters and rows:
+            rows = [list(row) for row in rows]
+            for row in rows:
+                for index, functions, expression in template.converters:
+                    value = row[index]
+                    for function in functions:
+                        value = function(value, expression, connection)
+                    row[index] = value
+        return rows

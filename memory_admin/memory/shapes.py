@@ -3,11 +3,16 @@ answers carry. Domain code (exports) uses it from here; the API's serializers de
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Sequence
 from datetime import datetime
+from json.encoder import encode_basestring
 from typing import Any
 
 from django.db.models import F, JSONField, OuterRef, QuerySet, Subquery
 
+from memory_admin.lib import keystore, sealing
 from memory_admin.memory.models import MemoryRecord
 
 # What `record_payload` reads of a record's own row (`payload_columns` loads these and nothing else).
@@ -126,3 +131,185 @@ def record_payload(record: MemoryRecord) -> dict[str, Any]:
         "derived_from": record.derived_from,
         "status_reason": record.status_reason,
     }
+
+
+# --- The same format from row tuples ------------------------------------------------------------------------
+# A page of the record list is read as plain rows (`ROW_COLUMNS`, in this order; memory.record_rows) and written
+# straight to JSON text by `row_json`: no model instance, no JSON decode of a stored value that is already in the
+# form the answer prints. tests/api/test_record_rows.py holds `row_json` to `record_payload` byte for byte.
+
+# The keys of the record format, in order: `record_payload`'s dict and `row_json`'s text both follow it.
+RECORD_KEYS = (
+    "memory_id",
+    "project_id",
+    "subject_id",
+    "predicate",
+    "value",
+    "status",
+    "valid_from",
+    "valid_to",
+    "recorded_from",
+    "recorded_to",
+    "last_verified_at",
+    "recheck_after",
+    "retain_until",
+    "revision",
+    "source",
+    "supersedes",
+    "superseded_by",
+    "derived_from",
+    "status_reason",
+)
+SOURCE_KEYS = ("canonical_ref", "revision", "issuer_principal_id", "event_ids")
+
+# What a row holds, by `values_list` path (`payload_supersedes` is the `MemoryIds` annotation `supersedes_column`
+# adds). The position of each is the constant below it.
+ROW_COLUMNS = (
+    "id",
+    "memory_id",
+    "project__key",
+    "subject_id",
+    "predicate",
+    "value",
+    "status",
+    "valid_from",
+    "valid_to",
+    "recorded_from",
+    "recorded_to",
+    "last_verified_at",
+    "recheck_after",
+    "retain_until",
+    "revision",
+    "source_canonical_ref",
+    "source_revision",
+    "issuer__name",
+    "issuer__username",
+    "source_event_ids",
+    _SUPERSEDES,
+    "superseded_by__memory_id",
+    "derived_from",
+    "status_reason",
+)
+_VALUE = ROW_COLUMNS.index("value")
+_STATUS_REASON = ROW_COLUMNS.index("status_reason")
+_CANONICAL_REF = ROW_COLUMNS.index("source_canonical_ref")
+_VALUE_PURPOSE: str = MemoryRecord._meta.get_field("value").purpose
+_REASON_PURPOSE: str = MemoryRecord._meta.get_field("status_reason").purpose
+_REF_PURPOSE: str = MemoryRecord._meta.get_field("source_canonical_ref").purpose
+
+
+def supersedes_column(records: QuerySet[MemoryRecord]) -> QuerySet[MemoryRecord]:
+    """`records` with the `memory_id`s of the records each supersedes, oldest first, as the column
+    `payload_supersedes` (one JSON array; `ROW_COLUMNS` reads it)."""
+    older = MemoryRecord.objects.filter(superseded_by=OuterRef("pk")).order_by("id")
+    return records.annotate(**{_SUPERSEDES: MemoryIds(older)})
+
+
+# How the API renders JSON (DRF's JSONRenderer with COMPACT_JSON, UNICODE_JSON and STRICT_JSON on).
+_dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
+_string = encode_basestring  # a str as JSON text, as `_dumps` writes it
+# Stored JSON texts printed exactly as `_dumps` would print their value: a string without escapes, an integer
+# (without the forms the decoder would change: -0, leading zeros), an empty array or object, true/false/null, and
+# an array of such strings (the database's separator ", " made ","). Anything else is decoded and dumped again.
+_PLAIN = r'"[^"\\\x00-\x1f\u2028\u2029]*"'
+_AS_PRINTED = re.compile(rf"(?:{_PLAIN}|0|-?[1-9][0-9]{{0,15}}|true|false|null|\[\]|\{{\}})\Z")
+_PLAIN_ARRAY = re.compile(rf"\[{_PLAIN}(?:, ?{_PLAIN})*\]\Z")
+_SEALED_JSON = '{"' + sealing.JSON_MARK + '"'
+
+
+def json_text(stored: str | None) -> str:
+    """A stored JSON column's text (not sealed) as the API prints its value."""
+    if stored is None:
+        return "null"
+    if _AS_PRINTED.match(stored):
+        return stored
+    if _PLAIN_ARRAY.match(stored):
+        return stored.replace('", "', '","')
+    return _dumps(json.loads(stored))
+
+
+def _value_text(stored: str | None) -> str:
+    if stored is not None and stored.startswith(_SEALED_JSON):
+        return _dumps(sealing.open_json(json.loads(stored), _VALUE_PURPOSE))
+    return json_text(stored)
+
+
+def json_text_or_null(text: str | None) -> str:
+    return "null" if text is None else _string(text)
+
+
+def warm_keys(rows: Sequence[Sequence[Any]]) -> None:
+    """Fetch the data keys of a page's sealed values, refs and reasons in one look-up (lib.keystore), rather than one
+    per record as each opens."""
+    key_ids = set()
+    for row in rows:
+        value = row[_VALUE]
+        if value is not None and value.startswith(_SEALED_JSON):
+            key_ids.add(sealing.envelope_key_id(json.loads(value)[sealing.JSON_MARK]))
+        for text in (row[_STATUS_REASON], row[_CANONICAL_REF]):
+            if text and text.startswith(sealing.TEXT_MARK):
+                key_ids.add(sealing.envelope_key_id(text[len(sealing.TEXT_MARK) :]))
+    if key_ids:
+        keystore.warm_opening_keys(key_ids)
+
+
+def row_json(row: Sequence[Any]) -> str:
+    """One row of `ROW_COLUMNS` as the JSON text of `record_payload` (DRF's compact rendering)."""
+    (
+        _id,
+        memory_id,
+        project_key,
+        subject_id,
+        predicate,
+        value,
+        status,
+        valid_from,
+        valid_to,
+        recorded_from,
+        recorded_to,
+        last_verified_at,
+        recheck_after,
+        retain_until,
+        revision,
+        canonical_ref,
+        source_revision,
+        issuer_name,
+        issuer_username,
+        event_ids,
+        supersedes,
+        superseded_by,
+        derived_from,
+        status_reason,
+    ) = row
+    # The common cases inline (a row is some 20 values, a page 50 rows): plain values, empty lists, no reason.
+    if status_reason and status_reason[0] == sealing.TEXT_MARK:
+        status_reason = sealing.open_text(status_reason, _REASON_PURPOSE)
+    if canonical_ref and canonical_ref[0] == sealing.TEXT_MARK:
+        canonical_ref = sealing.open_text(canonical_ref, _REF_PURPOSE)
+    if value is None or not _AS_PRINTED.match(value):
+        value = _value_text(value)
+    valid_to = "null" if valid_to is None else f'"{valid_to.isoformat()}"'
+    recorded_to = "null" if recorded_to is None else f'"{recorded_to.isoformat()}"'
+    last_verified_at = "null" if last_verified_at is None else f'"{last_verified_at.isoformat()}"'
+    recheck_after = "null" if recheck_after is None else f'"{recheck_after.isoformat()}"'
+    retain_until = "null" if retain_until is None else f'"{retain_until.isoformat()}"'
+    superseded_by = "null" if superseded_by is None else _string(superseded_by)
+    return (
+        f'{{"memory_id":{_string(memory_id)},"project_id":{_string(project_key)},"subject_id":{_string(subject_id)},'
+        f'"predicate":{_string(predicate)},"value":{value},"status":{_string(status)},'
+        f'"valid_from":"{valid_from.isoformat()}","valid_to":{valid_to},"recorded_from":"{recorded_from.isoformat()}",'
+        f'"recorded_to":{recorded_to},"last_verified_at":{last_verified_at},'
+        f'"recheck_after":{recheck_after},"retain_until":{retain_until},"revision":{int(revision)},'
+        f'"source":{{"canonical_ref":{_string(canonical_ref)},"revision":{_string(source_revision)},'
+        f'"issuer_principal_id":{_string(issuer_name or issuer_username)},'
+        f'"event_ids":{event_ids if event_ids == "[]" else json_text(event_ids)}}},'
+        f'"supersedes":{supersedes if supersedes == "[]" else json_text(supersedes)},"superseded_by":{superseded_by},'
+        f'"derived_from":{derived_from if derived_from == "[]" else json_text(derived_from)},'
+        f'"status_reason":{_string(status_reason)}}}'
+    )
+
+
+def row_payload(row: Sequence[Any]) -> dict[str, Any]:
+    """`record_payload` of a row (for a renderer other than the JSON one: the browsable API)."""
+    payload: dict[str, Any] = json.loads(row_json(row))
+    return payload

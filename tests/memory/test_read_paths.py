@@ -298,3 +298,32 @@ def test_prepared_statements_are_off_unless_asked():
     assert _settings_with(DB_SERVER_SIDE_BINDING="0").stdout.strip() == "{'server_side_binding': False}"
     asked = _settings_with(DB_SERVER_SIDE_BINDING="1", DB_PREPARE_THRESHOLD="5")
     assert asked.stdout.strip() == "{'server_side_binding': True, 'prepare_threshold': 5}", asked.stderr
+
+
+def test_constants_written_into_the_prepared_sql_keep_their_meaning(agent, moved_deadline):
+    """On PostgreSQL the constants of a prepared read are written into its SQL once (lib.prepared `_inlined`): a
+    constant holding a quote and a percent sign still means itself, and the values that change stay parameters."""
+
+    def build(tenant, subject, ref):
+        return (
+            MemoryRecord.objects.filter(tenant_id=tenant, subject_id=subject)
+            .exclude(source_revision__startswith="50% 'off' %s")
+            .filter(source_revision=ref)
+            .order_by("-revision")
+        )
+
+    fields: dict[str, Field[Any, Any]] = {
+        "tenant": MemoryRecord.tenant.field,
+        "subject": MemoryRecord.subject_id.field,
+        "ref": MemoryRecord.source_revision.field,
+    }
+    read = PreparedRead(MemoryRecord, build, {"tenant": -5, "subject": "<subject>", "ref": "<ref>"}, fields)
+    template = read.template(connection.alias)
+    assert len(template.slots) == 3
+    if connection.vendor == "postgresql":
+        assert "''off''" in template.sql and len(template.params) == 3
+    for subject, ref in [(DEADLINE["subject_id"], "r18"), (DEADLINE["subject_id"], "50%"), ("nobody", "r18")]:
+        found = read.get(tenant=agent.tenant_pk, subject=subject, ref=ref)
+        expected = build(agent.tenant_pk, subject, ref).first()
+        assert (found and found.pk) == (expected and expected.pk)
+    assert read.get(tenant=agent.tenant_pk, subject=DEADLINE["subject_id"], ref="r18") is not None
