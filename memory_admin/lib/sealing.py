@@ -33,7 +33,7 @@ import binascii
 import json
 import re
 import secrets
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Protocol
@@ -61,6 +61,7 @@ __all__ = [
     "open_envelope",
     "open_json",
     "open_text",
+    "prepare_keys",
     "seal_json",
     "seal_text",
     "system_of",
@@ -91,6 +92,13 @@ def enabled() -> bool:
 
 def _aad(tenant_id: int, key_id: str, purpose: str) -> bytes:
     return f"{VERSION}|{tenant_id}|{key_id}|{purpose}".encode()
+
+
+def prepare_keys(facts: Iterable[Fact]) -> None:
+    """Before a batch seals the values of many facts: their missing data keys created in one commit of the key
+    store (keystore.ensure_keys) rather than one each as the values are sealed."""
+    if enabled():
+        keystore.ensure_keys(facts)
 
 
 def seal_bytes(data: bytes, fact: Fact, purpose: str) -> str:

@@ -310,6 +310,7 @@ def _apply_rounds(
                 continue
             guarded.append(item)
         facts = _read_facts(tenant.pk, projects, [p.key for p in guarded])
+        sealing.prepare_keys(sealing.Fact(tenant.pk, projects[p.key[0]].pk, p.key[1], p.key[2]) for p in guarded)
         deferred = _Deferred(tenant.pk, now)
         deferred.reserve(len(guarded))
         for item in guarded:
