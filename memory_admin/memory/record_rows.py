@@ -5,7 +5,7 @@ filters by the cursor's position and slices; nothing else), but each page is one
 process and per shape of the list (which filters, which order, before or after a position: lib.prepared's
 `PreparedRows`), and its rows are plain tuples of `shapes.ROW_COLUMNS`, written to JSON by `shapes.row_json`.
 The queryset each shape compiles is built by the same code as always: `RecordFilter.apply` on the tenant's
-records, the supersession links of `shapes.supersedes_column`.
+records, the supersession links and timestamps as text of `shapes.row_columns`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from django.utils import timezone
 from memory_admin.lib.prepared import PreparedRows
 from memory_admin.memory.filters import RecordFilter
 from memory_admin.memory.models import MemoryRecord, Project
-from memory_admin.memory.shapes import ROW_COLUMNS, supersedes_column
+from memory_admin.memory.shapes import ROW_COLUMNS, row_columns
 
 # The filters a row list takes (RecordFilter's attributes; the API door's), in a fixed order.
 FILTERS = ("status", "project", "subject", "predicate", "valid_at", "known_at")
@@ -37,7 +37,7 @@ def _build(shape: Any, **values: Any) -> QuerySet[Any]:
     tenant = values["tenant"]
     wanted = RecordFilter(**{name: values[name] for name in filters})
     records = wanted.apply(MemoryRecord.objects.for_tenant(tenant), tenant)
-    ordered = supersedes_column(records).order_by(*ordering)
+    ordered = row_columns(records).order_by(*ordering)
     if position is not None:
         ordered = ordered.filter(**{f"id__{position}": values["position"]})
     return ordered.values_list(*ROW_COLUMNS)
