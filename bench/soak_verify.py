@@ -14,21 +14,6 @@ GRACE_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
-class Write:
-    """A 2xx-acknowledged assertion: the tenant that wrote it, its fact key, the source revision the writer gave
-    (unique per write in the soak) and the record the answer named."""
-
-    tenant: str
-    project: str
-    subject: str
-    predicate: str
-    source_revision: str
-    memory_id: str
-    revision: int
-    deleted: bool = False  # its subject was deleted afterwards: the row must be gone once purge is confirmed
-
-
-@dataclass(frozen=True)
 class Row:
     """A record as the owner reads it from the database."""
 
@@ -39,6 +24,14 @@ class Row:
     source_revision: str
     memory_id: str
     revision: int
+
+
+@dataclass(frozen=True)
+class Write(Row):
+    """A 2xx-acknowledged assertion: the tenant that wrote it, its fact key, the source revision the writer gave
+    (unique per write in the soak) and the record the answer named."""
+
+    deleted: bool = False  # its subject was deleted afterwards: the row must be gone once purge is confirmed
 
 
 @dataclass(frozen=True)
@@ -105,7 +98,7 @@ class Verdict:
         )
 
 
-def key(item: Write | Row) -> tuple[str, str, str, str, str]:
+def key(item: Row) -> tuple[str, str, str, str, str]:
     return (item.tenant, item.project, item.subject, item.predicate, item.source_revision)
 
 

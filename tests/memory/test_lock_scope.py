@@ -31,15 +31,15 @@ from tests.support import at, deadline
 pytestmark = pytest.mark.postgres_only(reason="row locks and FOR KEY SHARE NOWAIT are PostgreSQL's")
 
 
-def project_row_lockable_elsewhere(project_id: int) -> str:
-    """What a second connection gets when it takes the deferred foreign-key check's lock on the project's row
+def row_lockable_elsewhere(table: str, pk: int) -> str:
+    """What a second connection gets when it takes a deferred foreign-key check's lock on row `pk` of `table`
     without waiting: "free", or the error it raised."""
     found: dict[str, str] = {}
 
     def check() -> None:
         try:
             with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute("SELECT 1 FROM memory_project WHERE id = %s FOR KEY SHARE NOWAIT", [project_id])
+                cursor.execute(f"SELECT 1 FROM {table} WHERE id = %s FOR KEY SHARE NOWAIT", [pk])
                 found["result"] = "free" if cursor.fetchone() == (1,) else "no row"
         except Exception as exc:  # the lock not available: what the assertion reports
             found["result"] = type(exc).__name__
@@ -50,6 +50,11 @@ def project_row_lockable_elsewhere(project_id: int) -> str:
     thread.start()
     thread.join(timeout=30)
     return found.get("result", "no answer within 30 s")
+
+
+def project_row_lockable_elsewhere(project_id: int) -> str:
+    """The project's row (the deferred foreign-key check of a record, a dispute or an action)."""
+    return row_lockable_elsewhere("memory_project", project_id)
 
 
 def locked_while(lock: Callable[[], Any], project_id: int) -> str:
@@ -81,23 +86,8 @@ def test_locking_a_dispute_a_record_or_an_action_leaves_the_project_row_free(age
 
 
 def record_row_lockable_elsewhere(record_pk: int) -> str:
-    """As project_row_lockable_elsewhere, for a record's row (a cache manifest's or a receipt's foreign key)."""
-    found: dict[str, str] = {}
-
-    def check() -> None:
-        try:
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute("SELECT 1 FROM memory_memoryrecord WHERE id = %s FOR KEY SHARE NOWAIT", [record_pk])
-                found["result"] = "free" if cursor.fetchone() == (1,) else "no row"
-        except Exception as exc:  # the lock not available: what the assertion reports
-            found["result"] = type(exc).__name__
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=contextvars.copy_context().run, args=(check,))
-    thread.start()
-    thread.join(timeout=30)
-    return found.get("result", "no answer within 30 s")
+    """A record's row (a cache manifest's or a receipt's foreign key)."""
+    return row_lockable_elsewhere("memory_memoryrecord", record_pk)
 
 
 @pytest.mark.django_db(transaction=True)
