@@ -964,6 +964,9 @@ def isolate(broker: str, cache: str = "") -> Path:
     os.environ["CELERY_BROKER_URL"] = "memory://" if problem else broker
     os.environ["CELERY_TASK_DEFAULT_QUEUE"] = f"bench-{os.getpid()}"
     os.environ["BENCH_CEILING_VIEW"] = "1"  # the API figures' ratio to the stack's ceiling (`limits_note`)
+    # Persistent connections, as production runs (docs/deploying.md, step 8); with them the hot reads are prepared
+    # on the server (settings.PREPARED_READS). DB_CONN_MAX_AGE=0 DB_PREPARED_READS=0 measure without.
+    os.environ.setdefault("DB_CONN_MAX_AGE", "600")
     # The throttles still count every request (the same classes on every view, the ceiling's too) but must not
     # refuse the bench's thousands of reads a minute (as bench/load.py).
     os.environ.setdefault("API_THROTTLE_READS", "100000000/min")
@@ -1055,6 +1058,8 @@ def run_benchmarks(args: argparse.Namespace) -> None:
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}"
     )
     print(table_sizes())
+    prepared = "prepared on the server" if settings.PREPARED_READS else "not prepared (DB_PREPARED_READS=0)"
+    print(f"Database connections kept {settings.DATABASES['default']['CONN_MAX_AGE']} s; hot reads {prepared}")
     print(f"Benchmarks: {', '.join(args.benchmarks)}; VAR_DIR {settings.VAR_DIR} (removed at the end), ", end="")
     print(f"Celery broker {settings.CELERY_BROKER_URL}, queue {settings.CELERY_TASK_DEFAULT_QUEUE}")
     if run & {"api", "asof"}:

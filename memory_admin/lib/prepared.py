@@ -12,16 +12,27 @@ A value is put back through the field that compiled its sentinel (a datetime on 
 Django would have sent). If Django ever compiles a sentinel out of recognition, `template` refuses to build
 (ValueError), and `get` then logs it and runs the queryset itself: the answer is the same either way, and
 tests/memory/test_read_paths.py fails on the missing template.
+
+On PostgreSQL with `settings.PREPARED_READS` (on when connections persist), the statement is also prepared on the
+server (psycopg's protocol-level prepare, `run`), so that PostgreSQL plans it once per connection instead of on
+every call: after five custom plans it keeps a generic one. That is why a page's LIMIT and OFFSET are written into
+its text (a LIMIT given as a parameter makes the generic plan look far costlier than a custom one, and PostgreSQL
+then plans every call), and why integers are sent as bigint (one prepared statement per text, whatever the size of
+the tenant's id).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Hashable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+from django.conf import settings
 from django.db import connections, router
+from django.db.backends.utils import CursorDebugWrapper
 from django.db.models import Field, JSONField, Model, QuerySet
 from django.db.models.query import get_related_populators
 
@@ -70,6 +81,48 @@ def _inlined(
             raise ValueError(f"parameter {i} not found once in the statement with its constants written in")
         text = text.replace(quoted, "%s")
     return text, (None,) * len(slots), tuple((i, name) for i, (_position, name) in enumerate(slots))
+
+
+NEVER_BY_COUNT = 2**62  # a psycopg prepare threshold no statement's count reaches
+
+
+def prepares(connection: Any) -> bool:
+    """Whether `run` prepares its statements on this connection's server (settings.PREPARED_READS)."""
+    return connection.vendor == "postgresql" and bool(getattr(settings, "PREPARED_READS", False))
+
+
+def run[Fetched](connection: Any, sql: str, params: list[Any], fetch: Callable[[Any], Fetched]) -> Fetched:
+    """Run `sql` (%s placeholders) with `params` and return `fetch(cursor)`. Where `prepares`, through a cursor
+    that binds on the server and prepares the statement on first use (psycopg keeps it per connection, evicting
+    the least used past its `prepared_max`), as Django's own cursor runs one: its checks, the connection's
+    execute wrappers, the query log, errors wrapped as Django's."""
+    if not prepares(connection):
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return fetch(cursor)
+    from psycopg import Cursor
+    from psycopg.types.numeric import Int8
+
+    with connection.cursor() as wrapper, Cursor(connection.connection) as cursor:
+        if connection.connection.prepare_threshold is None:
+            # Django's default: psycopg then prepares nothing, even when told to. A threshold no statement reaches
+            # lets `prepare=True` prepare these statements, and psycopg still prepares no other by itself.
+            connection.connection.prepare_threshold = NEVER_BY_COUNT
+
+        def execute(sql: str, params: Any, many: bool, context: Mapping[str, Any]) -> None:
+            connection.validate_no_broken_transaction()
+            bound = [Int8(value) if type(value) is int else value for value in params]
+            with connection.wrap_database_errors:
+                cursor.execute(sql, bound, prepare=True)
+
+        for outer in reversed(connection.execute_wrappers):
+            execute = partial(outer, execute)
+        logged = isinstance(wrapper, CursorDebugWrapper)
+        # Logged as Django logs a statement it binds on the server: with its values written in.
+        shown = connection.ops.compose_sql(sql, params) if logged else sql
+        with wrapper.debug_sql(shown, params) if logged else nullcontext():
+            execute(sql, params, False, {"connection": connection, "cursor": wrapper})
+        return fetch(cursor)
 
 
 @dataclass(frozen=True)
@@ -152,9 +205,7 @@ class PreparedRead:
         prepared = {name: self._prep(name, value, connection) for name, value in values.items()}
         for position, name in template.slots:
             params[position] = prepared[name]
-        with connection.cursor() as cursor:
-            cursor.execute(template.sql, params)
-            row = cursor.fetchone()
+        row = run(connection, template.sql, params, lambda cursor: cursor.fetchone())
         if row is None:
             return None
         if template.converters:
@@ -170,7 +221,7 @@ class PreparedRead:
 
 @dataclass(frozen=True)
 class _RowsTemplate:
-    sql: str  # ends with LIMIT %s OFFSET %s, the last two parameters
+    sql: str  # LIMIT and OFFSET are written after it, as integers, on each call
     params: tuple[Any, ...]
     slots: tuple[tuple[int, str], ...]
     # (column, Django's converters of it, its expression): what `apply_converters` would run on it
@@ -189,7 +240,7 @@ class PreparedRows:
     `build(shape, **values)` is the ordered, unsliced `values_list` queryset of a `shape` (any hashable that says
     which filters and which order the page has: each shape is compiled once per database, with `sentinels` for
     the values it takes). `rows(shape, values, limit, offset)` then runs that SQL with the values put where their
-    sentinels were, and LIMIT/OFFSET as parameters. Columns keep the converters Django applies to them (a
+    sentinels were, and LIMIT/OFFSET written in as integers. Columns keep the converters Django applies to them (a
     datetime on SQLite), except JSON and sealed columns, which come as stored (`stored_form`). A shape Django
     compiles out of recognition raises ValueError when first used (tests/memory/test_read_paths.py)."""
 
@@ -224,7 +275,7 @@ class PreparedRows:
             for index, (functions, expression) in sorted(converters.items())
             if not stored_form(expression.output_field)
         )
-        template = _RowsTemplate(f"{sql} LIMIT %s OFFSET %s", params, slots, kept)
+        template = _RowsTemplate(sql, params, slots, kept)
         if len(self._templates) >= self.MAX_SHAPES:
             self._templates.clear()
         self._templates[key] = template
@@ -240,10 +291,10 @@ class PreparedRows:
         prepared = {name: self.fields[name].get_db_prep_value(value, connection) for name, value in values.items()}
         for position, name in template.slots:
             params[position] = prepared[name]
-        params += [limit, offset]
-        with connection.cursor() as cursor:
-            cursor.execute(template.sql, params)
-            rows: list[Any] = cursor.fetchall()
+        if limit < 0 or offset < 0:  # SQLite reads LIMIT -1 as no limit at all
+            raise ValueError(f"a page's LIMIT and OFFSET are not negative, not {limit} and {offset}")
+        sql = f"{template.sql} LIMIT {int(limit)} OFFSET {int(offset)}"
+        rows: list[Any] = run(connection, sql, params, lambda cursor: cursor.fetchall())
         if template.converters and rows:
             rows = [list(row) for row in rows]
             for row in rows:

@@ -110,11 +110,16 @@ def _walk(client: Any, url: str) -> list[str]:
     return seen
 
 
-@pytest.mark.parametrize("sealing", [True, False], ids=["sealed", "in-clear"])
-def test_every_page_is_what_drf_renders_for_the_same_records(api, agent, owner, sealing):
+@pytest.mark.parametrize(
+    ("sealing", "prepared"),
+    [(True, False), (False, False), (True, True)],
+    ids=["sealed", "in-clear", "sealed-prepared-on-the-server"],
+)
+def test_every_page_is_what_drf_renders_for_the_same_records(api, agent, owner, settings, sealing, prepared):
     with override_settings(SEALING_ENABLED=sealing):
         _write(agent, owner)
     client = api(agent)
+    settings.PREPARED_READS = prepared  # lib.prepared `run` prepares on the server; SQLite ignores it
     everything = list(MemoryRecord.objects.order_by("-id").values_list("memory_id", flat=True))
     assert _walk(client, "/api/v1/records/?page_size=4") == everything
     assert _walk(client, "/api/v1/records/") == everything
